@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file config.hpp
+//! @brief Version, compiler requirements and the one place that picks Thrust's systems.
+#pragma once
+
+#define DAFUSE_VERSION_MAJOR 0
+#define DAFUSE_VERSION_MINOR 1
+#define DAFUSE_VERSION_PATCH 0
+
+#if __cplusplus < 202002L
+#error "dafuse: needs C++20 (compile with -std=c++20 or later)"
+#endif
+
+// Without nvcc, Thrust's "device" system must be a CPU one: CCCL's Thrust otherwise pulls in the
+// CUDA runtime headers. The generic backend names its system explicitly (thrust::omp), so this
+// default only matters for user code that says thrust::device_vector.
+#if !defined(__CUDACC__) && !defined(THRUST_DEVICE_SYSTEM)
+#define THRUST_DEVICE_SYSTEM THRUST_DEVICE_SYSTEM_OMP
+#endif
+
+#if defined(__CUDACC__)
+#define DAFUSE_HOST_DEVICE __host__ __device__
+#else
+#define DAFUSE_HOST_DEVICE
+#endif
+
+#if defined(_OPENMP)
+#define DAFUSE_HAS_OPENMP 1
+#else
+#define DAFUSE_HAS_OPENMP 0
+#endif

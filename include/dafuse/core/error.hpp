@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file core/error.hpp
+//! @brief The exception dafuse throws, and helpers that word its messages the same way everywhere.
+#pragma once
+#include <dafuse/config.hpp>
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace dafuse {
+
+//! Every run-time failure dafuse reports. The message always says where (a file, an argument
+//! struct), which field, what was expected and what was found, so a user can fix the input
+//! without reading the library.
+class error : public std::runtime_error {
+ public:
+  explicit error(const std::string& message) : std::runtime_error("dafuse: " + message) {}
+};
+
+//! Throws `dafuse: <where>: <field>: expected <expected>, found <found>`.
+[[noreturn]] inline void fail(std::string_view where,
+                              std::string_view field,
+                              std::string_view expected,
+                              std::string_view found) {
+  std::string m;
+  m.reserve(where.size() + field.size() + expected.size() + found.size() + 32);
+  m.append(where).append(": ").append(field).append(": expected ").append(expected);
+  m.append(", found ").append(found);
+  throw error(m);
+}
+
+//! Throws `dafuse: <where>: <what>` for failures that are not about one field (I/O errors).
+[[noreturn]] inline void fail(std::string_view where, std::string_view what) {
+  std::string m(where);
+  m.append(": ").append(what);
+  throw error(m);
+}
+
+}  // namespace dafuse
