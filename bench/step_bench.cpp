@@ -1,0 +1,79 @@
+// Time per training step of the demo's network (MNIST → USPS shapes), fused fp32 step on the
+// generic backend: median and interquartile range over many steps after warm-up, the step's
+// FLOP count from the layer shapes, and the rate it reaches. Run: build/bench/step_bench
+// [--steps N]. The full benchmark suite (eager vs fused, PyTorch side by side) is issue 6.
+#include <dafuse/dafuse.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace df = dafuse;
+
+using net = df::nn::dann_net<df::nn::mlp<256, 256, 128, df::nn::relu>,
+                             df::nn::linear<128, 10>,
+                             df::nn::mlp<128, 128, 1, df::nn::relu>>;
+template <class Head>
+using step_t = df::train_step<net,
+                              df::loader::resident,
+                              df::precision::fp32,
+                              df::clip::global_norm,
+                              Head,
+                              df::optim::sgd>;
+
+// 2·in·out per sample per product; forward, weight gradient, and input gradient (not for the
+// first layer, whose input is data) each cost one product.
+template <class Stack>
+double stack_flops(double rows) {
+  double f = 0;
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((f +=
+      2.0 * Stack::template layer<I>::in * Stack::template layer<I>::out * rows * (I == 0 ? 2 : 3)),
+     ...);
+  }
+  (std::make_index_sequence<Stack::depth>{});
+  return f;
+}
+
+template <class Step>
+void measure(const char* name, long steps, double flops) {
+  const df::index_t b = 64;
+  Step s(df::fit_args{.steps = steps, .batch = b, .lr = 0.01f, .momentum = 0.9f});
+  df::counter_rng rng(1, df::rng_stream::user);
+  auto x = s.input();
+  for (df::index_t i = 0; i < x.size(); ++i) x.data[i] = rng.uniform<float>();
+  for (auto& y : s.source_labels()) y = std::int32_t(rng.below(10));
+  for (int w = 0; w < 20; ++w) s.run();
+  std::vector<double> us(static_cast<std::size_t>(steps));
+  for (long t = 0; t < steps; ++t) {
+    const auto t0 = std::chrono::steady_clock::now();
+    s.run();
+    us[std::size_t(t)] =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::sort(us.begin(), us.end());
+  const double median = us[us.size() / 2], q1 = us[us.size() / 4], q3 = us[3 * us.size() / 4];
+  std::printf("%-12s median %8.1f us  IQR [%.1f, %.1f]  %6.1f MFLOP/step  %6.1f GFLOP/s\n", name,
+              median, q1, q3, flops / 1e6, flops / median / 1e3);
+}
+
+int main(int argc, char** argv) {
+  long steps = 500;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--steps") == 0) steps = std::max(10L, std::atol(argv[i + 1]));
+  const double rows = 128, source_rows = 64;
+  const double dann = stack_flops<net::feature_stack>(rows) +
+                      stack_flops<net::classifier_stack>(source_rows) +
+                      stack_flops<net::discriminator_stack>(rows) +
+                      2.0 * 128 * 10 * source_rows /* classifier's input gradient */ +
+                      2.0 * 128 * 128 * rows /* discriminator's input gradient */;
+  const double source_only = stack_flops<net::feature_stack>(source_rows) +
+                             stack_flops<net::classifier_stack>(source_rows) +
+                             2.0 * 128 * 10 * source_rows;
+  std::printf("MNIST->USPS network 256-256-128 / 128-10 / 128-128-1, B = 64 + 64, fp32\n");
+  measure<step_t<df::head::dann<df::schedule::ganin>>>("dann", steps, dann);
+  measure<step_t<df::head::source_only<df::schedule::ganin>>>("source-only", steps, source_only);
+}

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file backend/generic/dense.hpp
+//! @brief Forward and backward of a layer stack over Eigen maps of the step's buffers.
+//!
+//! Shapes: a stack's input x is [in, n] (one sample per column), layer l's output y_l is
+//! [out_l, n]. Per layer: z = W·x + b, y = f(z). Backward from δy_l (the gradient of the loss with
+//! respect to y_l): δz = δy ⊙ f'(y); ∂L/∂W = δz·xᵀ; ∂L/∂b = Σ_columns δz; δx = Wᵀ·δz.
+//! The bias and activation are applied in one pass over the product's output while it is still
+//! in cache; the squared norm of each gradient block is accumulated right after the block is
+//! written, so clipping needs no second pass over the gradients.
+#pragma once
+#include <dafuse/backend/generic/gemm.hpp>
+#include <dafuse/config.hpp>
+#include <dafuse/core/buffer.hpp>
+#include <dafuse/core/error.hpp>
+#include <dafuse/core/meta.hpp>
+
+#include <Eigen/Core>
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <utility>
+
+namespace dafuse::backend::generic {
+
+template <class T>
+using matrix_map = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>>;
+template <class T>
+using const_matrix_map = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>>;
+template <class T>
+using vector_map = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>>;
+template <class T>
+using const_vector_map = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>;
+
+template <class T>
+matrix_map<T> map(matrix_view<T> v) {
+  return {v.data, v.rows, v.cols};
+}
+template <class T>
+const_matrix_map<T> map(matrix_view<const T> v) {
+  return {v.data, v.rows, v.cols};
+}
+
+//! The per-layer outputs and output gradients of one stack for a batch of `cols` samples,
+//! carved from a block of `elements(cols)` values that the step owns.
+template <class Stack, class T>
+struct stack_scratch {
+  std::array<matrix_view<T>, Stack::depth> outputs;    //!< y_l: [out_l, cols]
+  std::array<matrix_view<T>, Stack::depth> gradients;  //!< δy_l, then δz_l in place
+  index_t cols = 0;                                    //!< samples
+
+  //! Values needed for `cols` samples; without gradients for inference-only scratch.
+  static constexpr index_t elements(index_t cols, bool with_gradients = true) {
+    return Stack::activation_count * cols * (with_gradients ? 2 : 1);
+  }
+
+  stack_scratch() = default;
+  stack_scratch(T* block, index_t columns, bool with_gradients = true) : cols(columns) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((outputs[I] = {block + Stack::template activation_offset<I>() * cols,
+                      Stack::template layer<I>::out, cols}),
+       ...);
+      if (with_gradients)
+        ((gradients[I] = {block +
+                              (Stack::activation_count + Stack::template activation_offset<I>()) *
+                                  cols,
+                          Stack::template layer<I>::out, cols}),
+         ...);
+    }
+    (std::make_index_sequence<Stack::depth>{});
+  }
+
+  //! Output of the last layer, [out, cols].
+  matrix_view<T> output() const { return outputs[Stack::depth - 1]; }
+  //! Gradient with respect to the last layer's output, [out, cols].
+  matrix_view<T> output_gradient() const { return gradients[Stack::depth - 1]; }
+  //! The first `n` samples' part of this scratch (columns are samples).
+  stack_scratch leading(index_t n) const {
+    stack_scratch s = *this;
+    s.cols = n;
+    for (std::size_t i = 0; i < Stack::depth; ++i) {
+      s.outputs[i].cols = n;
+      s.gradients[i].cols = n;
+    }
+    return s;
+  }
+};
+
+//! The input and the scratch must describe the same samples and x must be [Stack::in, n].
+template <class Stack, class T>
+void check_columns(matrix_view<const T> x, const stack_scratch<Stack, T>& s) {
+  if (x.cols != s.cols || x.rows != Stack::in)
+    fail("layer stack", "input",
+         "[" + std::to_string(Stack::in) + ", " + std::to_string(s.cols) + "] to match its scratch",
+         "[" + std::to_string(x.rows) + ", " + std::to_string(x.cols) + "]");
+}
+
+//! y_l for every layer of `Stack` on x: [in, n], using the stack's parameters at `params`.
+template <class Stack, class T>
+void forward(const T* params,
+             matrix_view<const T> x,
+             const stack_scratch<Stack, T>& s,
+             gemm_workspace<T>& ws) {
+  check_columns(x, s);
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (
+        [&] {
+          using layer = typename Stack::template layer<I>;
+          const T* w = params + Stack::template param_offset<I>();
+          const_vector_map<T> b(w + layer::weight_count, layer::out);
+          matrix_view<const T> in =
+              I == 0 ? x : matrix_view<const T>(s.outputs[I == 0 ? 0 : I - 1]);
+          matrix_map<T> y = map(s.outputs[I]);
+          // y = W·x: [out, in]·[in, n]
+          gemm<op::none, op::none>(ws, layer::out, in.cols, layer::in, T(1), w, layer::out, in.data,
+                                   layer::in, T(0), s.outputs[I].data, layer::out);
+          y = (y.colwise() + b).unaryExpr([](T z) { return layer::act(z); });
+        }(),
+        ...);
+  }
+  (std::make_index_sequence<Stack::depth>{});
+}
+
+//! Backward through `Stack` given δy of its last layer in s.output_gradient().
+//! Writes ∂L/∂θ for the stack's parameters at `grads` and returns their squared L2 norm.
+//! When `input_gradient` is given, also writes δx (scaled by `alpha`) into it, adding to what is
+//! there when `accumulate` is set: that is how the reversal's −λ and the sum of the classifier's
+//! and the discriminator's contributions to δh cost no extra pass.
+template <class Stack, class T>
+double backward(const T* params,
+                T* grads,
+                matrix_view<const T> x,
+                const stack_scratch<Stack, T>& s,
+                gemm_workspace<T>& ws,
+                matrix_view<T> input_gradient = {},
+                T alpha = T(1),
+                bool accumulate = false) {
+  check_columns(x, s);
+  double norm_sq = 0;
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    // Layers last to first: fold over the reversed index sequence.
+    (
+        [&] {
+          constexpr std::size_t l = Stack::depth - 1 - I;
+          using layer = typename Stack::template layer<l>;
+          matrix_map<T> dz = map(s.gradients[l]);
+          if constexpr (!decltype(layer::act)::is_identity) {
+            const matrix_map<T> y = map(s.outputs[l]);
+            dz.array() *=
+                y.unaryExpr([](T v) { return layer::act.derivative_from_output(v); }).array();
+          }
+          const T* w = params + Stack::template param_offset<l>();
+          T* gw = grads + Stack::template param_offset<l>();
+          matrix_view<const T> in =
+              l == 0 ? x : matrix_view<const T>(s.outputs[l == 0 ? 0 : l - 1]);
+          const index_t n = in.cols;
+          matrix_map<T> dW(gw, layer::out, layer::in);
+          vector_map<T> db(gw + layer::weight_count, layer::out);
+          // ∂L/∂W = δz·xᵀ: [out, n]·[n, in]
+          gemm<op::none, op::transpose>(ws, layer::out, layer::in, n, T(1), dz.data(), layer::out,
+                                        in.data, layer::in, T(0), gw, layer::out);
+          db.noalias() = dz.rowwise().sum();
+          norm_sq += double(dW.squaredNorm()) + double(db.squaredNorm());
+          // δx = α·Wᵀ·δz: [in, out]·[out, n]
+          if constexpr (l > 0) {
+            gemm<op::transpose, op::none>(ws, layer::in, n, layer::out, T(1), w, layer::out,
+                                          dz.data(), layer::out, T(0), s.gradients[l - 1].data,
+                                          layer::in);
+          } else if (input_gradient.data != nullptr) {
+            gemm<op::transpose, op::none>(ws, layer::in, n, layer::out, alpha, w, layer::out,
+                                          dz.data(), layer::out, accumulate ? T(1) : T(0),
+                                          input_gradient.data, layer::in);
+          }
+        }(),
+        ...);
+  }
+  (std::make_index_sequence<Stack::depth>{});
+  return norm_sq;
+}
+
+}  // namespace dafuse::backend::generic

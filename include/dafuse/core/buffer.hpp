@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file core/buffer.hpp
+//! @brief Owning buffers over Thrust vectors and non-owning column-major matrix views.
+//!
+//! Layout convention used throughout dafuse: a batch of n samples of width d is a column-major
+//! [d, n] matrix, one sample per contiguous column (the same bytes as a row-major [n, d] array,
+//! which is how NPY files and PyTorch store it). A weight matrix of a layer In → Out is a
+//! column-major [Out, In] matrix, so z = W·x + b.
+#pragma once
+#include <dafuse/config.hpp>
+#include <dafuse/core/error.hpp>
+#include <dafuse/core/meta.hpp>
+#include <dafuse/core/system.hpp>
+
+#include <thrust/fill.h>
+
+#include <cstddef>
+#include <string>
+#include <type_traits>
+
+namespace dafuse {
+
+//! A non-owning column-major [rows, cols] view with leading dimension rows (contiguous).
+template <class T>
+struct matrix_view {
+  T* data = nullptr;  //!< first element
+  index_t rows = 0;   //!< height (features)
+  index_t cols = 0;   //!< width (samples)
+
+  DAFUSE_HOST_DEVICE constexpr T& operator()(index_t r, index_t c) const {
+    return data[c * rows + r];
+  }
+  DAFUSE_HOST_DEVICE constexpr index_t size() const { return rows * cols; }
+  //! Columns [first, first + count): a contiguous block because storage is column-major.
+  DAFUSE_HOST_DEVICE constexpr matrix_view middle_cols(index_t first, index_t count) const {
+    return {data + first * rows, rows, count};
+  }
+  //! The same memory seen as const (a template, so views of const data have no such operator).
+  template <class U = T>
+  requires(std::is_same_v<U, T> && !std::is_const_v<U>) DAFUSE_HOST_DEVICE constexpr
+  operator matrix_view<const U>() const {
+    return {data, rows, cols};
+  }
+};
+
+//! Owning, fixed-size storage in `System`'s memory. Sized once; never reallocates.
+template <class T, class System = system::omp>
+class buffer {
+ public:
+  using value_type = T;
+  using system_type = System;
+
+  buffer() = default;
+  explicit buffer(std::size_t n) : storage_(n) {}
+  buffer(std::size_t n, T value) : storage_(n, value) {}
+
+  T* data() { return thrust::raw_pointer_cast(storage_.data()); }
+  const T* data() const { return thrust::raw_pointer_cast(storage_.data()); }
+  std::size_t size() const { return storage_.size(); }
+
+  //! Column-major [rows, cols] view starting at element `offset`; checks it fits.
+  matrix_view<T> matrix(index_t rows, index_t cols, index_t offset = 0) {
+    check_fits(rows, cols, offset);
+    return {data() + offset, rows, cols};
+  }
+  matrix_view<const T> matrix(index_t rows, index_t cols, index_t offset = 0) const {
+    check_fits(rows, cols, offset);
+    return {data() + offset, rows, cols};
+  }
+
+  void fill(T value) { thrust::fill(System::policy(), storage_.begin(), storage_.end(), value); }
+
+  typename System::template vector<T>& storage() { return storage_; }
+  const typename System::template vector<T>& storage() const { return storage_; }
+
+ private:
+  void check_fits(index_t rows, index_t cols, index_t offset) const {
+    // Written so no product can overflow: offset ≤ size, then rows·cols ≤ size − offset.
+    const std::size_t size = storage_.size();
+    const bool fits =
+        rows >= 0 && cols >= 0 && offset >= 0 && std::size_t(offset) <= size &&
+        (cols == 0 || std::size_t(rows) <= (size - std::size_t(offset)) / std::size_t(cols));
+    if (!fits)
+      fail("buffer", "view", "a view inside " + std::to_string(storage_.size()) + " elements",
+           std::to_string(rows) + "x" + std::to_string(cols) + " at offset " +
+               std::to_string(offset));
+  }
+
+  typename System::template vector<T> storage_;
+};
+
+}  // namespace dafuse

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file core/system.hpp
+//! @brief Where memory lives and algorithms run: Thrust's OpenMP and serial (CPP) systems.
+//!
+//! A system names a Thrust vector type and an execution policy. The generic backend is written
+//! once against this pair; backend/select.hpp is the one place that picks which system a step
+//! uses.
+#pragma once
+#include <dafuse/config.hpp>
+
+#include <thrust/system/cpp/execution_policy.h>
+#include <thrust/system/cpp/vector.h>
+#include <thrust/system/omp/execution_policy.h>
+#include <thrust/system/omp/vector.h>
+
+namespace dafuse::system {
+
+//! Host memory, algorithms on OpenMP threads (Thrust's OMP system). Host pointers, so Eigen
+//! maps can read them directly.
+struct omp {
+  template <class T>
+  using vector = thrust::omp::vector<T>;             //!< owning storage in this system
+  static auto policy() { return thrust::omp::par; }  //!< Thrust execution policy
+  static constexpr bool host_accessible = true;      //!< raw pointers usable on the host
+};
+
+//! Host memory, serial algorithms (Thrust's CPP system): for debugging and single-thread runs.
+struct cpp {
+  template <class T>
+  using vector = thrust::cpp::vector<T>;             //!< owning storage in this system
+  static auto policy() { return thrust::cpp::par; }  //!< Thrust execution policy
+  static constexpr bool host_accessible = true;      //!< raw pointers usable on the host
+};
+
+}  // namespace dafuse::system

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file data/batcher.hpp
+//! @brief What each loader policy does: put B source and B target rows into a step's input.
+//!
+//! Both loaders draw row indices from the same two samplers (source and target streams of the
+//! seed), so for one seed they produce bitwise the same batches; they differ in where the rows
+//! are gathered: on the host each step (loader::sync) or in the step's own memory from a copy of
+//! the data made once (loader::resident).
+#pragma once
+#include <dafuse/config.hpp>
+#include <dafuse/core/buffer.hpp>
+#include <dafuse/core/error.hpp>
+#include <dafuse/core/meta.hpp>
+#include <dafuse/data/dataset.hpp>
+#include <dafuse/data/sampler.hpp>
+#include <dafuse/policy/loader.hpp>
+
+#include <thrust/copy.h>
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace dafuse::data {
+
+namespace detail {
+//! The index draws shared by every loader: B source rows, then B target rows when adapting.
+class batch_indices {
+ public:
+  batch_indices(const dataset& source,
+                const dataset& target,
+                index_t batch,
+                std::uint64_t seed,
+                bool with_target)
+      : source_(source.rows, seed, rng_stream::source_sampler),
+        // Without a head that reads target rows the target may be empty; its sampler is unused.
+        target_(with_target ? target.rows : 1, seed, rng_stream::target_sampler),
+        indices_(std::size_t(with_target ? 2 * check_batch(batch) : check_batch(batch))),
+        batch_(batch) {
+    if (!source.has_labels())
+      fail(source.origin, "labels", "labels for every source row", "an unlabelled data set");
+    if (with_target && source.width != target.width)
+      fail(target.origin, "feature width",
+           std::to_string(source.width) + " (the source's, " + source.origin + ")",
+           std::to_string(target.width));
+  }
+  //! Draws the next batch: [0, B) index source rows, [B, 2B) target rows.
+  std::span<const index_t> draw() {
+    source_.fill(std::span(indices_).first(std::size_t(batch_)));
+    if (indices_.size() > std::size_t(batch_)) target_.fill(std::span(indices_).subspan(batch_));
+    return indices_;
+  }
+  index_t batch() const { return batch_; }
+  //! Rows per draw: 2B, or B without target rows.
+  index_t rows() const { return index_t(indices_.size()); }
+
+ private:
+  static index_t check_batch(index_t batch) {
+    if (batch < 1) fail("batcher", "batch", "at least 1 row per domain", std::to_string(batch));
+    return batch;
+  }
+
+  epoch_sampler source_, target_;
+  std::vector<index_t> indices_;
+  index_t batch_;
+};
+
+template <class T>
+void check_batch_shape(matrix_view<T> x,
+                       std::span<std::int32_t> labels,
+                       const dataset& source,
+                       index_t rows,
+                       index_t batch) {
+  if (x.rows != source.width || x.cols != rows || index_t(labels.size()) != batch)
+    fail("batcher", "step input",
+         "[" + std::to_string(source.width) + ", " + std::to_string(rows) + "] with " +
+             std::to_string(batch) + " labels",
+         "[" + std::to_string(x.rows) + ", " + std::to_string(x.cols) + "] with " +
+             std::to_string(labels.size()) + " labels");
+}
+}  // namespace detail
+
+//! Fills a step's input for loader policy `Loader` on `System`.
+template <class Loader, class System>
+class batcher {
+  static_assert(dependent_false<Loader>,
+                "dafuse: no batcher for this loader policy; use loader::sync or loader::resident, "
+                "or specialise data::batcher for your loader");
+};
+
+//! loader::sync: rows are copied on the host into a staging block, then into the step's input.
+template <class System>
+class batcher<loader::sync, System> {
+ public:
+  batcher(const dataset& source,
+          const dataset& target,
+          index_t batch,
+          std::uint64_t seed,
+          bool with_target)
+      : source_(source),
+        target_(target),
+        draws_(source, target, batch, seed, with_target),
+        staging_(std::size_t(source.width) * (with_target ? 2 : 1) * std::size_t(batch)) {}
+
+  template <class T>
+  void fill(matrix_view<T> x, std::span<std::int32_t> labels) {
+    // Shape first: a rejected call must not consume a batch of the seeded sequence.
+    detail::check_batch_shape(x, labels, source_, draws_.rows(), draws_.batch());
+    const std::span<const index_t> idx = draws_.draw();
+    const index_t b = draws_.batch(), rows = index_t(idx.size()), w = source_.width;
+    for (index_t c = 0; c < rows; ++c) {
+      const float* r = (c < b ? source_ : target_).row(idx[c]);
+      std::copy(r, r + w, staging_.begin() + c * w);
+    }
+    for (index_t c = 0; c < b; ++c) labels[c] = source_.labels[idx[c]];
+    thrust::copy(staging_.begin(), staging_.begin() + rows * w, x.data);
+  }
+
+ private:
+  const dataset& source_;
+  const dataset& target_;
+  detail::batch_indices draws_;
+  std::vector<float> staging_;
+};
+
+//! loader::resident: both data sets are copied once into the step's memory; each step copies
+//! only the 2B indices and gathers the rows there.
+template <class System>
+class batcher<loader::resident, System> {
+ public:
+  batcher(const dataset& source,
+          const dataset& target,
+          index_t batch,
+          std::uint64_t seed,
+          bool with_target)
+      : width_(source.width),
+        draws_(source, target, batch, seed, with_target),
+        source_rows_(source.features.size()),
+        target_rows_(with_target ? target.features.size() : 0),
+        source_labels_(source.labels.size()),
+        indices_(std::size_t((with_target ? 2 : 1) * batch)) {
+    thrust::copy(source.features.begin(), source.features.end(), source_rows_.storage().begin());
+    if (with_target)
+      thrust::copy(target.features.begin(), target.features.end(), target_rows_.storage().begin());
+    thrust::copy(source.labels.begin(), source.labels.end(), source_labels_.storage().begin());
+    source_ = &source;
+  }
+
+  template <class T>
+  void fill(matrix_view<T> x, std::span<std::int32_t> labels) {
+    // Shape first: a rejected call must not consume a batch of the seeded sequence.
+    detail::check_batch_shape(x, labels, *source_, draws_.rows(), draws_.batch());
+    const std::span<const index_t> idx = draws_.draw();
+    const index_t b = draws_.batch(), rows = index_t(idx.size()), w = width_;
+    thrust::copy(idx.begin(), idx.end(), indices_.storage().begin());
+    const index_t* index = indices_.data();
+    const float* src = source_rows_.data();
+    const float* tgt = target_rows_.data();
+    const std::int32_t* y = source_labels_.data();
+    T* out = x.data;
+    std::int32_t* out_labels = labels.data();
+    thrust::for_each(System::policy(), thrust::counting_iterator<index_t>(0),
+                     thrust::counting_iterator<index_t>(rows), [=](index_t c) {
+                       const float* r = (c < b ? src : tgt) + index[c] * w;
+                       for (index_t k = 0; k < w; ++k) out[c * w + k] = T(r[k]);
+                       if (c < b) out_labels[c] = y[index[c]];
+                     });
+  }
+
+ private:
+  index_t width_;
+  const dataset* source_ = nullptr;
+  detail::batch_indices draws_;
+  buffer<float, System> source_rows_, target_rows_;
+  buffer<std::int32_t, System> source_labels_;
+  buffer<index_t, System> indices_;
+};
+
+}  // namespace dafuse::data

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file data/dataset.hpp
+//! @brief A data set of one domain: feature rows, optional labels, where they came from.
+#pragma once
+#include <dafuse/config.hpp>
+#include <dafuse/core/error.hpp>
+#include <dafuse/core/meta.hpp>
+#include <dafuse/data/npy.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dafuse::data {
+
+//! Which side of the adaptation a data set is on.
+enum class domain { source, target };
+
+//! Dense rows of one domain on the host: features row-major [rows, width], labels [rows] or
+//! none (unlabelled target). `origin` names the files, so every later error can point at them.
+struct dataset {
+  std::string origin;                //!< e.g. "data/mnist_images.npy" (used in messages)
+  domain side = domain::source;      //!< source or target
+  index_t rows = 0;                  //!< samples
+  index_t width = 0;                 //!< features per sample
+  std::vector<float> features;       //!< [rows, width], row-major
+  std::vector<std::int32_t> labels;  //!< [rows], or empty when unlabelled
+
+  bool has_labels() const { return !labels.empty(); }
+  const float* row(index_t i) const { return features.data() + i * width; }
+};
+
+//! Builds a data set from arrays: features [N, d1, d2, ...] are flattened to [N, d1·d2·…];
+//! labels, when given, must be [N]. Rejects empty sets and non-finite features.
+inline dataset make_dataset(std::string origin,
+                            domain side,
+                            host_array<float> features,
+                            std::vector<std::int32_t> labels = {}) {
+  if (features.shape.empty())
+    fail(origin, "features shape", "at least one dimension [rows, ...]", "a 0-d array");
+  dataset d;
+  d.origin = std::move(origin);
+  d.side = side;
+  d.rows = index_t(features.shape[0]);
+  d.width = features.shape.size() == 1 ? 1 : index_t(features.row_size());
+  if (d.rows == 0 || d.width == 0)
+    fail(d.origin, "features shape", "at least one row and one feature",
+         std::to_string(d.rows) + " rows of width " + std::to_string(d.width));
+  if (features.values.size() != std::size_t(d.rows) * std::size_t(d.width))
+    fail(d.origin, "features",
+         std::to_string(std::size_t(d.rows) * std::size_t(d.width)) + " values for " +
+             std::to_string(d.rows) + " rows of width " + std::to_string(d.width),
+         std::to_string(features.values.size()));
+  if (!labels.empty() && index_t(labels.size()) != d.rows)
+    fail(d.origin, "labels", std::to_string(d.rows) + " labels (one per feature row)",
+         std::to_string(labels.size()));
+  for (std::size_t i = 0; i < features.values.size(); ++i)
+    if (!std::isfinite(features.values[i]))
+      fail(d.origin,
+           "features[" + std::to_string(i / d.width) + "][" + std::to_string(i % d.width) + "]",
+           "a finite value", std::to_string(features.values[i]));
+  d.features = std::move(features.values);
+  d.labels = std::move(labels);
+  return d;
+}
+
+//! Loads features (float32, uint8 or int32 NPY, cast to float) and, when `labels_path` is not
+//! empty, int32 labels of shape [N].
+inline dataset load_dataset(const std::filesystem::path& features_path,
+                            const std::filesystem::path& labels_path,
+                            domain side) {
+  host_array<float> x = load_npy_as_float(features_path);
+  std::vector<std::int32_t> y;
+  if (!labels_path.empty()) {
+    host_array<std::int32_t> l = load_npy<std::int32_t>(labels_path);
+    if (l.shape.size() != 1)
+      fail(labels_path.string(), "shape", "one dimension [N]",
+           std::to_string(l.shape.size()) + " dimensions");
+    if (!x.shape.empty() && l.shape[0] != x.shape[0])
+      fail(labels_path.string(), "shape",
+           "[" + std::to_string(x.shape[0]) + "] to match " + features_path.string(),
+           "[" + std::to_string(l.shape[0]) + "]");
+    y = std::move(l.values);
+  }
+  return make_dataset(features_path.string(), side, std::move(x), std::move(y));
+}
+
+//! Checks every label is a class in [0, classes).
+inline void check_labels(const dataset& d, index_t classes) {
+  for (std::size_t i = 0; i < d.labels.size(); ++i)
+    if (d.labels[i] < 0 || d.labels[i] >= classes)
+      fail(d.origin, "labels[" + std::to_string(i) + "]",
+           "a class in [0, " + std::to_string(classes) + ")", std::to_string(d.labels[i]));
+}
+
+//! Checks the rows have the width a network reads.
+inline void check_width(const dataset& d, index_t width) {
+  if (d.width != width)
+    fail(d.origin, "feature width", std::to_string(width) + " (the network's input width)",
+         std::to_string(d.width));
+}
+
+//! Scales each row to unit L2 norm (rows of zeros stay zero). A per-row transform: nothing is
+//! fitted, so source and target are treated alike.
+inline void l2_normalize_rows(dataset& d) {
+  for (index_t i = 0; i < d.rows; ++i) {
+    float* r = d.features.data() + i * d.width;
+    double sq = 0;
+    for (index_t k = 0; k < d.width; ++k) sq += double(r[k]) * double(r[k]);
+    if (sq == 0) continue;
+    const float inv = float(1.0 / std::sqrt(sq));
+    for (index_t k = 0; k < d.width; ++k) r[k] *= inv;
+  }
+}
+
+}  // namespace dafuse::data

@@ -1,0 +1,565 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file data/npy.hpp
+//! @brief Reading and writing NumPy `.npy` files of float32, int32 and uint8 arrays on the host.
+#pragma once
+#include <dafuse/config.hpp>
+#include <dafuse/core/error.hpp>
+
+#include <bit>
+#include <cerrno>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+// The layout follows the NPY format specification ("A Simple File Format for NumPy Arrays",
+// NumPy Enhancement Proposal 1, and the `numpy.lib.format` documentation):
+//
+//   offset 0   6 bytes   magic "\x93NUMPY"
+//   offset 6   1 byte    major version (1, 2 or 3)
+//   offset 7   1 byte    minor version (0)
+//   offset 8   2 bytes   HEADER_LEN, little-endian uint16   (version 1.0)
+//              4 bytes   HEADER_LEN, little-endian uint32   (versions 2.0 and 3.0)
+//   then       HEADER_LEN bytes of a Python dict literal, e.g.
+//              {'descr': '<f4', 'fortran_order': False, 'shape': (2000, 16, 16), }
+//              padded with spaces and ended by '\n' so the data starts on a 64-byte boundary;
+//              ASCII in versions 1.0 and 2.0, UTF-8 in version 3.0
+//   then       the raw elements, product(shape) of them, in the byte order `descr` names.
+//
+// Only the three element types dafuse trains on are supported, always little-endian and in C
+// (row-major) order; anything else is reported, never silently converted.
+
+namespace dafuse::data {
+
+static_assert(std::endian::native == std::endian::little,
+              "dafuse: data/npy.hpp copies little-endian NPY data as is and needs a little-endian "
+              "host");
+static_assert(sizeof(float) == 4 && std::numeric_limits<float>::is_iec559,
+              "dafuse: data/npy.hpp needs float to be IEEE-754 binary32 ('<f4')");
+
+//! Element types an NPY file may hold for dafuse.
+enum class dtype {
+  float32,  //!< '<f4': little-endian IEEE-754 binary32
+  int32,    //!< '<i4': little-endian two's-complement 32-bit integer
+  uint8,    //!< '|u1': one unsigned byte (byte order does not apply, hence '|')
+};
+
+//! The NPY `descr` string numpy writes for `t`.
+constexpr std::string_view descr_of(dtype t) {
+  switch (t) {
+    case dtype::float32:
+      return "<f4";
+    case dtype::int32:
+      return "<i4";
+    case dtype::uint8:
+      return "|u1";
+  }
+  return "?";
+}
+
+//! The numpy name of `t` ("float32"), for messages.
+constexpr std::string_view name_of(dtype t) {
+  switch (t) {
+    case dtype::float32:
+      return "float32";
+    case dtype::int32:
+      return "int32";
+    case dtype::uint8:
+      return "uint8";
+  }
+  return "?";
+}
+
+//! Bytes one element of `t` takes in the file.
+constexpr std::size_t size_of(dtype t) {
+  switch (t) {
+    case dtype::float32:
+    case dtype::int32:
+      return 4;
+    case dtype::uint8:
+      return 1;
+  }
+  return 0;
+}
+
+//! C++ element types that map one to one onto a `dtype`.
+template <class T>
+concept npy_element =
+    std::same_as<T, float> || std::same_as<T, std::int32_t> || std::same_as<T, std::uint8_t>;
+
+//! Maps an element type onto its `dtype`; defined only for the `npy_element` types.
+template <class T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+  static constexpr dtype value = dtype::float32;
+};
+template <>
+struct dtype_of<std::int32_t> {
+  static constexpr dtype value = dtype::int32;
+};
+template <>
+struct dtype_of<std::uint8_t> {
+  static constexpr dtype value = dtype::uint8;
+};
+template <class T>
+inline constexpr dtype dtype_of_v = dtype_of<T>::value;
+
+//! An array read from or written to an NPY file: C-order `values` of the given `shape`.
+template <class T>
+struct host_array {
+  std::vector<std::size_t> shape;  //!< dimensions; empty for a 0-d (scalar) array
+  std::vector<T> values;           //!< product(shape) elements, last dimension fastest
+
+  //! Number of samples: shape[0], or 1 for a 0-d array.
+  std::size_t rows() const { return shape.empty() ? 1 : shape[0]; }
+  //! Elements per sample: the product of shape[1..] (1 for 0-d and 1-d arrays).
+  std::size_t row_size() const {
+    std::size_t n = 1;
+    for (std::size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+    return n;
+  }
+};
+
+//! What the header of an NPY file says.
+struct npy_header {
+  dtype type;                      //!< element type, from 'descr'
+  std::vector<std::size_t> shape;  //!< from 'shape'; empty for a 0-d array
+  bool fortran_order;              //!< always false once parsed: column-major files are rejected
+  std::size_t data_offset;         //!< bytes from the start of the file to the first element
+};
+
+namespace detail {
+
+//! `shape` written as Python writes a tuple: "()", "(5,)", "(2, 3)".
+inline std::string shape_text(std::span<const std::size_t> shape) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i != 0) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  if (shape.size() == 1) s += ',';
+  s += ')';
+  return s;
+}
+
+//! `bytes` with anything not printable as \xNN, quoted, so messages never carry raw binary.
+inline std::string quoted_bytes(std::string_view bytes, char quote = '\'') {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string s(1, quote);
+  for (const char c : bytes) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f && c != '\\') {
+      s += c;
+    } else {
+      s += "\\x";
+      s += hex[u >> 4];
+      s += hex[u & 0xf];
+    }
+  }
+  s += quote;
+  return s;
+}
+
+//! product(shape) * element_size, failing instead of wrapping around.
+inline std::size_t checked_bytes(std::span<const std::size_t> shape,
+                                 std::size_t element_size,
+                                 std::string_view where) {
+  // An array with a zero dimension holds nothing, whatever the other dimensions say.
+  for (const std::size_t d : shape)
+    if (d == 0) return 0;
+  constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
+  std::size_t n = element_size;
+  for (const std::size_t d : shape) {
+    if (n > max / d)
+      fail(where, "shape", "a total size that fits in std::size_t",
+           shape_text(shape) + " of " + std::to_string(element_size) + "-byte elements");
+    n *= d;
+  }
+  return n;
+}
+
+//! Describes an OS error number for a message ("No such file or directory").
+inline std::string os_reason(int err) {
+  return err != 0 ? std::generic_category().message(err) : std::string("unknown reason");
+}
+
+//! Reads the header dict. Python's literal syntax is more than this needs: it accepts the dicts
+//! numpy and other writers produce (any key order, ' or " quotes, spaces, trailing commas).
+class npy_dict_parser {
+ public:
+  npy_dict_parser(std::string_view text, std::string_view where) : text_(text), where_(where) {}
+
+  void parse(npy_header& out) {
+    bool have_descr = false, have_order = false, have_shape = false;
+    skip_space();
+    expect('{', "header", "'{' opening the header dict");
+    for (;;) {
+      skip_space();
+      if (peek() == '}') break;
+      const std::string key = read_string("header", "a quoted key or '}'");
+      skip_space();
+      expect(':', "header", "':' after '" + key + "'");
+      skip_space();
+      if (key == "descr") {
+        if (have_descr) duplicate(key);
+        out.type = read_descr();
+        have_descr = true;
+      } else if (key == "fortran_order") {
+        if (have_order) duplicate(key);
+        out.fortran_order = read_bool(key);
+        have_order = true;
+      } else if (key == "shape") {
+        if (have_shape) duplicate(key);
+        out.shape = read_shape();
+        have_shape = true;
+      } else {
+        fail(where_, "header", "only the keys 'descr', 'fortran_order' and 'shape'",
+             "'" + key + "'");
+      }
+      skip_space();
+      if (peek() == ',') {
+        ++pos_;  // a trailing comma before '}' is legal Python
+        continue;
+      }
+      if (peek() != '}')
+        fail(where_, "header", "',' or '}' after the value of '" + key + "'", here());
+    }
+    ++pos_;  // '}'
+    // What follows the dict is padding: spaces and the final '\n' (which is not enforced).
+    skip_space();
+    if (pos_ != text_.size()) fail(where_, "header", "only space padding after '}'", here());
+
+    if (!have_descr) fail(where_, "descr", "a 'descr' key in the header dict", "none");
+    if (!have_order)
+      fail(where_, "fortran_order", "a 'fortran_order' key in the header dict", "none");
+    if (!have_shape) fail(where_, "shape", "a 'shape' key in the header dict", "none");
+    if (out.fortran_order)
+      fail(where_, "fortran_order", "False (C order)", "True; save with np.ascontiguousarray");
+  }
+
+ private:
+  static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+  static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+  char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
+  void skip_space() {
+    while (pos_ < text_.size() && is_space(text_[pos_])) ++pos_;
+  }
+
+  //! The text at the current position, for "found ..." in messages.
+  std::string here() const {
+    if (pos_ >= text_.size()) return "the end of the header";
+    return quoted_bytes(text_.substr(pos_, 24), '"') + " at header offset " + std::to_string(pos_);
+  }
+
+  void expect(char c, std::string_view field, const std::string& expected) {
+    if (peek() != c) fail(where_, field, expected, here());
+    ++pos_;
+  }
+
+  [[noreturn]] void duplicate(const std::string& key) const {
+    fail(where_, key, "'" + key + "' once in the header dict", "it twice");
+  }
+
+  std::string read_string(std::string_view field, std::string_view expected) {
+    const char quote = peek();
+    if (quote != '\'' && quote != '"') fail(where_, field, expected, here());
+    const std::size_t begin = pos_ + 1;
+    const std::size_t end = text_.find(quote, begin);
+    if (end == std::string_view::npos)
+      fail(where_, field, "a closing " + std::string(1, quote), "the end of the header");
+    pos_ = end + 1;
+    return std::string(text_.substr(begin, end - begin));
+  }
+
+  dtype read_descr() {
+    // Structured dtypes write a list here; only plain type strings are supported.
+    const std::string d = read_string("descr", "a type string such as '<f4'");
+    for (const dtype t : {dtype::float32, dtype::int32, dtype::uint8})
+      if (d == descr_of(t)) return t;
+    std::string found = quoted_bytes(d);
+    if (!d.empty() && d[0] == '>')
+      found += " (big-endian; save with arr.astype(arr.dtype.newbyteorder('<')))";
+    fail(where_, "descr", "'<f4' (float32), '<i4' (int32) or '|u1' (uint8)", found);
+  }
+
+  bool read_bool(const std::string& key) {
+    for (const std::string_view word : {std::string_view("True"), std::string_view("False")}) {
+      if (text_.substr(pos_, word.size()) == word) {
+        pos_ += word.size();
+        return word == "True";
+      }
+    }
+    fail(where_, key, "True or False", here());
+  }
+
+  // A Python tuple of non-negative integers: "()", "(5,)", "(2, 3)", "(2,3,)". "(5)" is an int in
+  // Python, not a tuple, so it is rejected like numpy rejects it.
+  std::vector<std::size_t> read_shape() {
+    const std::size_t start = pos_;
+    const std::string expected = "a tuple of non-negative integers such as (2, 3), (5,) or ()";
+    const auto snippet = [&]() {
+      const std::size_t close = text_.find(')', start);
+      const std::size_t n = close == std::string_view::npos ? 24 : close + 1 - start;
+      return quoted_bytes(text_.substr(start, n));
+    };
+    const auto malformed = [&]() { fail(where_, "shape", expected, snippet()); };
+    std::vector<std::size_t> shape;
+    if (peek() != '(') malformed();
+    ++pos_;
+    skip_space();
+    bool trailing_comma = false;
+    while (peek() != ')') {
+      if (peek() == '-') {
+        fail(where_, "shape", "non-negative dimensions", snippet());
+      }
+      if (!is_digit(peek())) malformed();
+      constexpr std::size_t max = std::numeric_limits<std::size_t>::max();
+      std::size_t d = 0;
+      const std::size_t digits_begin = pos_;
+      while (is_digit(peek())) {
+        const auto digit = static_cast<std::size_t>(peek() - '0');
+        if (d > (max - digit) / 10) {
+          std::size_t digits_end = pos_;
+          while (digits_end < text_.size() && is_digit(text_[digits_end])) ++digits_end;
+          fail(where_, "shape", "dimensions that fit in std::size_t",
+               std::string(text_.substr(digits_begin, digits_end - digits_begin)));
+        }
+        d = d * 10 + digit;
+        ++pos_;
+      }
+      if (peek() == 'L' || peek() == 'l') ++pos_;  // Python 2 numpy wrote longs as "2000L"
+      shape.push_back(d);
+      skip_space();
+      trailing_comma = peek() == ',';
+      if (trailing_comma) {
+        ++pos_;
+        skip_space();
+      } else if (peek() != ')') {
+        malformed();
+      }
+    }
+    if (shape.size() == 1 && !trailing_comma) malformed();
+    ++pos_;  // ')'
+    return shape;
+  }
+
+  std::string_view text_;
+  std::string_view where_;
+  std::size_t pos_ = 0;
+};
+
+//! Reads the whole file at `path`.
+inline std::vector<unsigned char> read_file(const std::filesystem::path& path,
+                                            const std::string& where) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    fail(where, "cannot open for reading: it is a directory");
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(where, "cannot open for reading: " + os_reason(errno));
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size < 0) fail(where, "cannot determine the file size: " + os_reason(errno));
+  in.seekg(0, std::ios::beg);
+  std::vector<unsigned char> bytes(static_cast<std::size_t>(size));
+  if (!bytes.empty()) {
+    in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size));
+    if (in.gcount() != static_cast<std::streamsize>(size))
+      fail(where, "read error after " + std::to_string(in.gcount()) + " of " +
+                      std::to_string(size) + " bytes: " + os_reason(errno));
+  }
+  return bytes;
+}
+
+//! Checks the bytes after the header hold exactly the elements the header promises; returns how
+//! many elements that is.
+inline std::size_t checked_count(const npy_header& h,
+                                 std::size_t file_size,
+                                 std::string_view where) {
+  const std::size_t element = size_of(h.type);
+  const std::size_t need = checked_bytes(h.shape, element, where);
+  const std::size_t have = file_size - h.data_offset;
+  if (have != need) {
+    fail(where, "data",
+         std::to_string(need) + " bytes for shape " + shape_text(h.shape) + " of " +
+             std::string(name_of(h.type)),
+         std::to_string(have) + (have < need ? " (file truncated)" : " (extra trailing bytes)"));
+  }
+  return need / element;
+}
+
+}  // namespace detail
+
+//! Parses the magic, version and header dict at the start of `bytes`. `where` names the file in
+//! messages. Rejects anything load_npy could not read correctly: other dtypes, big-endian data,
+//! Fortran order, a header running past the end of `bytes`.
+inline npy_header parse_npy_header(std::span<const unsigned char> bytes, std::string_view where) {
+  const std::string_view raw(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  constexpr std::string_view magic("\x93NUMPY", 6);
+  if (raw.substr(0, magic.size()) != magic)
+    fail(where, "magic", "'\\x93NUMPY' (an NPY file)",
+         raw.empty() ? std::string("an empty file") : detail::quoted_bytes(raw.substr(0, 6)));
+  if (bytes.size() < 8)
+    fail(where, "version", "2 bytes after the magic", std::to_string(bytes.size() - 6));
+
+  const unsigned major = bytes[6], minor = bytes[7];
+  std::size_t prefix = 0, header_len = 0;
+  if (major == 1 && minor == 0) {
+    prefix = 10;
+    if (bytes.size() < prefix)
+      fail(where, "header length", "2 bytes after the version", std::to_string(bytes.size() - 8));
+    header_len = std::size_t{bytes[8]} | std::size_t{bytes[9]} << 8;
+  } else if ((major == 2 || major == 3) && minor == 0) {
+    prefix = 12;  // version 2.0 widened HEADER_LEN to 4 bytes; 3.0 made the header UTF-8
+    if (bytes.size() < prefix)
+      fail(where, "header length", "4 bytes after the version", std::to_string(bytes.size() - 8));
+    header_len = std::size_t{bytes[8]} | std::size_t{bytes[9]} << 8 | std::size_t{bytes[10]} << 16 |
+                 std::size_t{bytes[11]} << 24;
+  } else {
+    fail(where, "version", "1.0, 2.0 or 3.0", std::to_string(major) + "." + std::to_string(minor));
+  }
+  if (header_len > bytes.size() - prefix) {
+    fail(where, "header length",
+         "at most the " + std::to_string(bytes.size() - prefix) + " bytes left in the file",
+         std::to_string(header_len) + " (file truncated)");
+  }
+
+  npy_header h{dtype::float32, {}, false, prefix + header_len};
+  detail::npy_dict_parser(raw.substr(prefix, header_len), where).parse(h);
+  return h;
+}
+
+//! Loads an NPY file whose dtype is exactly `T`'s ('<f4' for float, '<i4' for std::int32_t,
+//! '|u1' for std::uint8_t). The file must hold exactly product(shape) elements after the header.
+template <class T>
+host_array<T> load_npy(const std::filesystem::path& path) {
+  static_assert(npy_element<T>,
+                "dafuse: load_npy<T> supports T = float, std::int32_t or std::uint8_t ('<f4', "
+                "'<i4', '|u1'); use load_npy_as_float to convert");
+  const std::string where = path.string();
+  const std::vector<unsigned char> bytes = detail::read_file(path, where);
+  const npy_header h = parse_npy_header(bytes, where);
+  constexpr dtype want = dtype_of_v<T>;
+  if (h.type != want) {
+    const auto text = [](dtype t) {
+      return "'" + std::string(descr_of(t)) + "' (" + std::string(name_of(t)) + ")";
+    };
+    fail(where, "descr", text(want), text(h.type));
+  }
+  const std::size_t count = detail::checked_count(h, bytes.size(), where);
+  host_array<T> out{h.shape, std::vector<T>(count)};
+  if (count != 0) std::memcpy(out.values.data(), bytes.data() + h.data_offset, count * sizeof(T));
+  return out;
+}
+
+//! Loads an NPY file of any supported dtype and converts its values to float as they are
+//! (uint8 255 becomes 255.0f: no scaling to [0, 1]).
+inline host_array<float> load_npy_as_float(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  const std::vector<unsigned char> bytes = detail::read_file(path, where);
+  const npy_header h = parse_npy_header(bytes, where);
+  const std::size_t count = detail::checked_count(h, bytes.size(), where);
+  host_array<float> out{h.shape, std::vector<float>(count)};
+  const unsigned char* data = bytes.data() + h.data_offset;
+  switch (h.type) {
+    case dtype::float32:
+      if (count != 0) std::memcpy(out.values.data(), data, count * sizeof(float));
+      break;
+    case dtype::int32:
+      for (std::size_t i = 0; i < count; ++i) {
+        std::int32_t v;
+        std::memcpy(&v, data + i * sizeof v, sizeof v);  // the data need not be 4-byte aligned
+        out.values[i] = static_cast<float>(v);
+      }
+      break;
+    case dtype::uint8:
+      for (std::size_t i = 0; i < count; ++i) out.values[i] = static_cast<float>(data[i]);
+      break;
+  }
+  return out;
+}
+
+//! Writes `values` (C order) with the given `shape` as an NPY version 1.0 file. Writes to
+//! `path` + ".tmp" first and renames it over `path`, so a failure leaves no half-written `path`.
+template <class T>
+void save_npy(const std::filesystem::path& path,
+              const std::vector<std::size_t>& shape,
+              std::span<const T> values) {
+  static_assert(npy_element<T>,
+                "dafuse: save_npy<T> supports T = float, std::int32_t or std::uint8_t ('<f4', "
+                "'<i4', '|u1'); convert the values first");
+  const std::string where = path.string();
+  const std::size_t count = detail::checked_bytes(shape, sizeof(T), where) / sizeof(T);
+  if (values.size() != count)
+    fail(where, "values",
+         std::to_string(count) + " elements for shape " + detail::shape_text(shape),
+         std::to_string(values.size()));
+
+  // numpy's own spelling of the dict, padded with spaces so that 10 + HEADER_LEN (magic, version,
+  // HEADER_LEN, dict) is a multiple of 64 and the data is aligned for memory mapping.
+  std::string header = "{'descr': '" + std::string(descr_of(dtype_of_v<T>)) +
+                       "', 'fortran_order': False, 'shape': " + detail::shape_text(shape) + ", }";
+  constexpr std::size_t prefix = 10, align = 64;
+  header.append((align - (prefix + header.size() + 1) % align) % align, ' ');
+  header += '\n';
+  if (header.size() > 0xffff)
+    fail(where, "shape", "a header of at most 65535 bytes (NPY version 1.0)",
+         std::to_string(shape.size()) + " dimensions needing " + std::to_string(header.size()));
+
+  unsigned char start[prefix] = {0x93,
+                                 'N',
+                                 'U',
+                                 'M',
+                                 'P',
+                                 'Y',
+                                 1,
+                                 0,
+                                 static_cast<unsigned char>(header.size() & 0xff),
+                                 static_cast<unsigned char>(header.size() >> 8)};
+
+  std::filesystem::path tmp = path;
+  tmp += ".tmp";
+  {
+    errno = 0;
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      fail(where, "cannot open " + tmp.string() + " for writing: " + detail::os_reason(errno));
+    out.write(reinterpret_cast<const char*>(start), prefix);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    if (count != 0)
+      out.write(reinterpret_cast<const char*>(values.data()),
+                static_cast<std::streamsize>(count * sizeof(T)));
+    out.close();
+    if (!out) {
+      const int err = errno;
+      std::error_code ignored;
+      std::filesystem::remove(tmp, ignored);
+      fail(where, "cannot write " + tmp.string() + ": " + detail::os_reason(err));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    fail(where, "cannot rename " + tmp.string() + " to it: " + ec.message());
+  }
+}
+
+//! Writes `a` as an NPY version 1.0 file; see the overload above.
+template <class T>
+void save_npy(const std::filesystem::path& path, const host_array<T>& a) {
+  save_npy<T>(path, a.shape, std::span<const T>(a.values));
+}
+
+}  // namespace dafuse::data

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file nn/dann_net.hpp
+//! @brief A DANN network: feature extractor G_f, label classifier G_y, domain discriminator G_d.
+//!
+//! Ganin et al., JMLR 2016, figure 1: h = G_f(x); class logits G_y(h); one domain logit
+//! G_d(R_λ(h)) where R_λ is the gradient reversal (nn/grad_reversal.hpp). All parameters live in
+//! one flat buffer in the order G_f, G_y, G_d, each layer's W (column-major [out, in]) then b, so
+//! clipping and the optimizer update are one pass over contiguous memory.
+#pragma once
+#include <dafuse/config.hpp>
+#include <dafuse/nn/dense.hpp>
+
+namespace dafuse::nn {
+
+template <class Features, class Classifier, class Discriminator>
+struct dann_net {
+  static_assert(module_spec<Features>,
+                "dafuse: dann_net's first argument (feature extractor) must be a module such as "
+                "nn::mlp<In, Hidden..., Out, nn::relu> or nn::linear<In, Out>");
+  static_assert(module_spec<Classifier>,
+                "dafuse: dann_net's second argument (label classifier) must be a module such as "
+                "nn::linear<Features, Classes>");
+  static_assert(module_spec<Discriminator>,
+                "dafuse: dann_net's third argument (domain discriminator) must be a module such "
+                "as nn::mlp<Features, Hidden, 1, nn::relu>");
+  static_assert(Classifier::in == Features::out,
+                "dafuse: the label classifier's input width must equal the feature extractor's "
+                "output width");
+  static_assert(Discriminator::in == Features::out,
+                "dafuse: the domain discriminator's input width must equal the feature "
+                "extractor's output width");
+  static_assert(Classifier::out >= 2,
+                "dafuse: the label classifier needs at least two outputs (one logit per class)");
+  static_assert(Discriminator::out == 1,
+                "dafuse: the domain discriminator must output one logit (source = 0, target = 1)");
+
+  using feature_stack = typename Features::template stack<true>;              //!< G_f, activated
+  using classifier_stack = typename Classifier::template stack<false>;        //!< G_y, logits
+  using discriminator_stack = typename Discriminator::template stack<false>;  //!< G_d, a logit
+
+  static constexpr index_t input_width = feature_stack::in;      //!< width of a data row
+  static constexpr index_t feature_width = feature_stack::out;   //!< width of h
+  static constexpr index_t class_count = classifier_stack::out;  //!< number of classes
+
+  //! First parameter of each module in the flat buffer.
+  static constexpr index_t features_offset = 0;
+  static constexpr index_t classifier_offset = feature_stack::param_count;
+  static constexpr index_t discriminator_offset = classifier_offset + classifier_stack::param_count;
+  //! Parameters of G_f and G_y: what a source-only step trains.
+  static constexpr index_t task_param_count = discriminator_offset;
+  static constexpr index_t param_count = discriminator_offset + discriminator_stack::param_count;
+};
+
+}  // namespace dafuse::nn

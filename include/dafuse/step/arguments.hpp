@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file step/arguments.hpp
+//! @brief The run-time numbers of a training set-up (types decide structure, these decide values).
+#pragma once
+#include <dafuse/config.hpp>
+#include <dafuse/core/meta.hpp>
+#include <dafuse/nn/init.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace dafuse {
+
+//! Everything a step and `fit` read at run time. Policies that do not use a field ignore it;
+//! each policy's `can_implement` checks the fields it does use. Defaults follow PyTorch's where
+//! PyTorch has one (SGD: no momentum, no dampening, no weight decay).
+struct fit_args {
+  index_t steps = 1000;        //!< optimizer steps; schedules see progress p = step / steps
+  index_t batch = 64;          //!< rows per domain per step: B source + B target
+  float lr = 0.01f;            //!< base learning rate lr₀ (schedules scale it)
+  float momentum = 0.0f;       //!< optim::sgd: momentum μ
+  float dampening = 0.0f;      //!< optim::sgd: dampening of the momentum buffer
+  bool nesterov = false;       //!< optim::sgd: Nesterov momentum (needs μ > 0, dampening 0)
+  float weight_decay = 0.0f;   //!< optim::sgd: L2 penalty added to the gradient
+  float max_grad_norm = 1.0f;  //!< clip::global_norm: largest L2 norm of all gradients
+  float lambda_max = 1.0f;     //!< head::dann: λ(p) = lambda_max · schedule λ(p)
+  std::uint64_t seed = 0;      //!< initialisation and sampling; same seed → same result
+  nn::weight_init init = nn::weight_init::glorot_he;  //!< initialisation scheme (nn/init.hpp)
+  index_t eval_chunk = 1024;                          //!< samples per forward pass when evaluating
+};
+
+//! The answer of a `can_implement`: empty when the arguments are usable, otherwise a sentence
+//! that names the field, what was found and what to do.
+struct status {
+  std::string message;  //!< empty on success
+  explicit operator bool() const { return message.empty(); }
+  static status ok() { return {}; }
+};
+
+}  // namespace dafuse

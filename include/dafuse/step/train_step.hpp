@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file step/train_step.hpp
+//! @brief `train_step`: one statically composed DANN training step, its workspace sized once.
+//!
+//! One call of `run()` does, on the batch the loader placed in `input()` (B source columns, then
+//! B target columns): G_f forward on all rows; G_y forward on the source rows and softmax
+//! cross-entropy; G_d forward on all rows and binary cross-entropy (source = 0, target = 1); the
+//! backward of both, with the reversal's −λ folded into G_d's input gradient; the squared norms of
+//! the gradients as they are produced; then one pass that clips and updates every parameter.
+//! Nothing is allocated after construction.
+#pragma once
+#include <dafuse/backend/generic/dense.hpp>
+#include <dafuse/backend/generic/update.hpp>
+#include <dafuse/backend/select.hpp>
+#include <dafuse/config.hpp>
+#include <dafuse/core/buffer.hpp>
+#include <dafuse/core/error.hpp>
+#include <dafuse/core/rng.hpp>
+#include <dafuse/nn/dann_net.hpp>
+#include <dafuse/nn/grad_reversal.hpp>
+#include <dafuse/nn/init.hpp>
+#include <dafuse/nn/loss.hpp>
+#include <dafuse/policy/clip.hpp>
+#include <dafuse/policy/head.hpp>
+#include <dafuse/policy/loader.hpp>
+#include <dafuse/policy/optim.hpp>
+#include <dafuse/policy/precision.hpp>
+#include <dafuse/step/arguments.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+
+namespace dafuse {
+
+namespace detail {
+template <class T>
+struct is_dann_net : std::false_type {};
+template <class F, class Y, class D>
+struct is_dann_net<nn::dann_net<F, Y, D>> : std::true_type {};
+}  // namespace detail
+
+//! What one step reports: its losses before the update, the gradient norm before clipping, and
+//! the scheduled values it used.
+struct step_report {
+  double label_loss = 0;   //!< L_y: mean softmax cross-entropy over the source rows
+  double domain_loss = 0;  //!< L_d: mean BCE over source and target rows (0 without G_d)
+  double grad_norm = 0;    //!< ‖∂L/∂θ‖ over all trained parameters, before clipping
+  double lambda = 0;       //!< λ of the reversal this step
+  double lr = 0;           //!< learning rate this step
+};
+
+template <class Net,
+          class Loader,
+          class Precision,
+          class Clip,
+          class Head,
+          class Optim,
+          class System = backend::default_system>
+class train_step {
+  // The contract of each slot, checked where the user wrote the alias.
+  static_assert(detail::is_dann_net<Net>::value,
+                "dafuse: train_step's 1st argument must be the network, e.g. "
+                "dann_net<features, classifier, discriminator>; the order is <Net, Loader, "
+                "Precision, Clip, Head, Optim>");
+  static_assert(loader_policy<Loader>,
+                "dafuse: train_step's 2nd argument must be a loader policy such as loader::sync "
+                "or loader::resident; the order is <Net, Loader, Precision, Clip, Head, Optim>");
+  static_assert(precision_policy<Precision>,
+                "dafuse: train_step's 3rd argument must be a precision policy such as "
+                "precision::fp32; the order is <Net, Loader, Precision, Clip, Head, Optim>");
+  static_assert(clip_policy<Clip>,
+                "dafuse: train_step's 4th argument must be a clip policy such as clip::none or "
+                "clip::global_norm; the order is <Net, Loader, Precision, Clip, Head, Optim>");
+  static_assert(head_policy<Head>,
+                "dafuse: train_step's 5th argument must be a head policy such as "
+                "head::dann<schedule::ganin> or head::source_only<>; the order is <Net, Loader, "
+                "Precision, Clip, Head, Optim>");
+  static_assert(optim_policy<Optim>,
+                "dafuse: train_step's 6th argument must be an optimizer policy such as "
+                "optim::sgd; the order is <Net, Loader, Precision, Clip, Head, Optim>");
+  static_assert(System::host_accessible,
+                "dafuse: the generic backend needs a host-accessible system (system::omp or "
+                "system::cpp)");
+
+ public:
+  using net_type = Net;                                         //!< the network
+  using loader_type = Loader;                                   //!< how batches arrive
+  using precision_type = Precision;                             //!< number formats
+  using clip_type = Clip;                                       //!< gradient clipping
+  using head_type = Head;                                       //!< adversarial head
+  using optim_type = Optim;                                     //!< optimizer
+  using system_type = System;                                   //!< where memory lives
+  using schedule_type = typename Head::schedule_type;           //!< λ and lr schedule
+  using value_type = typename Precision::master_type;           //!< parameters and activations
+  using accumulate_type = typename Precision::accumulate_type;  //!< sums
+  using arguments = fit_args;                                   //!< run-time values
+  using feature_stack = typename Net::feature_stack;
+  using classifier_stack = typename Net::classifier_stack;
+  using discriminator_stack = typename Net::discriminator_stack;
+
+  static constexpr bool adversarial = Head::adversarial;  //!< runs G_d on target rows
+  static constexpr index_t input_width = Net::input_width;
+  static constexpr index_t class_count = Net::class_count;
+  //! Parameters this step trains: all of them with an adversarial head, G_f + G_y without.
+  static constexpr index_t trained_param_count =
+      adversarial ? Net::param_count : Net::task_param_count;
+
+  //! Run-time checks of every slot's arguments; the message says which field and what to do.
+  static status can_implement(const fit_args& a) {
+    if (a.batch < 1)
+      return {"fit_args.batch: expected at least 1 row per domain, found " +
+              std::to_string(a.batch)};
+    if (a.steps < 1)
+      return {"fit_args.steps: expected at least 1 step, found " + std::to_string(a.steps)};
+    if (!(a.lr > 0) || !std::isfinite(a.lr))
+      return {"fit_args.lr: expected a finite learning rate > 0, found " + std::to_string(a.lr)};
+    if (a.eval_chunk < 1)
+      return {"fit_args.eval_chunk: expected at least 1, found " + std::to_string(a.eval_chunk)};
+    for (const status& s :
+         {Clip::can_implement(a), Head::can_implement(a), Optim::can_implement(a)})
+      if (!s) return s;
+    return status::ok();
+  }
+
+  //! Sizes and allocates everything once, and initialises the parameters from args.seed.
+  explicit train_step(const fit_args& args) : args_(checked(args)) {
+    const index_t b = args_.batch;
+    const index_t rows = feature_rows();
+    params_ = buffer<value_type, System>(Net::param_count);
+    grads_ = buffer<value_type, System>(Net::param_count, value_type(0));
+    optim_state_ =
+        buffer<value_type, System>(Net::param_count * Optim::state_per_param, value_type(0));
+    input_ = buffer<value_type, System>(input_width * rows);
+    labels_ = buffer<std::int32_t, System>(b, 0);
+    const index_t chunk = args_.eval_chunk;
+    workspace_ = buffer<value_type, System>(
+        stack_scratch<feature_stack>::elements(rows) +
+        stack_scratch<classifier_stack>::elements(b) +
+        (adversarial ? stack_scratch<discriminator_stack>::elements(rows) : 0) +
+        input_width * chunk + stack_scratch<feature_stack>::elements(chunk, false) +
+        stack_scratch<classifier_stack>::elements(chunk, false));
+    value_type* cursor = workspace_.data();
+    auto carve = [&](index_t n) {
+      value_type* p = cursor;
+      cursor += n;
+      return p;
+    };
+    features_ = {carve(stack_scratch<feature_stack>::elements(rows)), rows};
+    classifier_ = {carve(stack_scratch<classifier_stack>::elements(b)), b};
+    if constexpr (adversarial)
+      discriminator_ = {carve(stack_scratch<discriminator_stack>::elements(rows)), rows};
+    eval_input_ = {carve(input_width * chunk), input_width, chunk};
+    eval_features_ = {carve(stack_scratch<feature_stack>::elements(chunk, false)), chunk, false};
+    eval_classifier_ = {carve(stack_scratch<classifier_stack>::elements(chunk, false)), chunk,
+                        false};
+    // One set of GEMM packing buffers for the largest product of the step.
+    const index_t widest = std::max({feature_stack::max_width, classifier_stack::max_width,
+                                     discriminator_stack::max_width, input_width});
+    const index_t longest = std::max(rows, chunk);
+    gemm_ = backend::generic::gemm_workspace<value_type>(widest, std::max(widest, longest),
+                                                         std::max(widest, longest));
+    initialize_parameters(args_.seed);
+  }
+
+  //! Draws fresh parameters from `seed` and clears the optimizer state and step count.
+  void initialize_parameters(std::uint64_t seed) {
+    counter_rng rng(seed, rng_stream::init);
+    value_type* p = params_.data();
+    nn::initialize<feature_stack>(p + Net::features_offset, rng, args_.init);
+    nn::initialize<classifier_stack>(p + Net::classifier_offset, rng, args_.init);
+    nn::initialize<discriminator_stack>(p + Net::discriminator_offset, rng, args_.init);
+    optim_state_.fill(value_type(0));
+    step_index_ = 0;
+  }
+
+  //! Rows the step reads per call: B source then B target (B only without an adversarial head).
+  index_t feature_rows() const { return adversarial ? 2 * args_.batch : args_.batch; }
+
+  //! The batch the loader fills: [input_width, feature_rows()], source columns first.
+  matrix_view<value_type> input() { return input_.matrix(input_width, feature_rows()); }
+  //! The source rows' class labels: [B], each in [0, class_count).
+  std::span<std::int32_t> source_labels() { return {labels_.data(), labels_.size()}; }
+
+  //! One training step on input() and source_labels(): forward, losses, backward, clip, update.
+  step_report run() {
+    const double p = double(step_index_) / double(args_.steps);
+    const double lambda = adversarial ? double(args_.lambda_max) * schedule_type::lambda(p) : 0.0;
+    const double lr = double(args_.lr) * schedule_type::lr_factor(p);
+    step_report report = compute_gradients(lambda);
+    report.lr = lr;
+    backend::generic::update_parameters<Optim, System>(
+        params_.data(), grads_.data(), optim_state_.data(), trained_param_count,
+        Net::task_param_count, Clip::scales(norms_, args_),
+        Optim::template make<value_type>(args_, lr, step_index_));
+    ++step_index_;
+    return report;
+  }
+
+  //! Forward and backward only: fills gradients() for the current parameters with reversal
+  //! weight λ and returns the losses; no parameter changes. Used by run() and by gradient checks.
+  step_report compute_gradients(double lambda) {
+    namespace gen = backend::generic;
+    const index_t b = args_.batch;
+    const value_type* p = params_.data();
+    value_type* g = grads_.data();
+    matrix_view<const value_type> x = input();
+
+    gen::forward<feature_stack>(p + Net::features_offset, x, features_, gemm_);
+    const matrix_view<value_type> h = features_.output();  // [feature_width, rows]
+    const matrix_view<const value_type> h_source = h.middle_cols(0, b);
+
+    step_report report;
+    report.lambda = lambda;
+
+    gen::forward<classifier_stack>(p + Net::classifier_offset, h_source, classifier_, gemm_);
+    report.label_loss = label_loss_and_gradient();
+
+    norms_ = {};
+    if constexpr (adversarial) {
+      gen::forward<discriminator_stack>(p + Net::discriminator_offset,
+                                        matrix_view<const value_type>(h), discriminator_, gemm_);
+      report.domain_loss = domain_loss_and_gradient();
+      // G_d's input gradient is written straight into δh, scaled by the reversal's −λ.
+      const nn::grad_reversal<value_type> reversal{value_type(lambda)};
+      norms_.discriminator_sq = gen::backward<discriminator_stack>(
+          p + Net::discriminator_offset, g + Net::discriminator_offset,
+          matrix_view<const value_type>(h), discriminator_, gemm_, features_.output_gradient(),
+          reversal.backward_scale(), /*accumulate=*/false);
+    }
+    // G_y's input gradient is added to the source columns of δh (written fresh without G_d).
+    norms_.classifier_sq = gen::backward<classifier_stack>(
+        p + Net::classifier_offset, g + Net::classifier_offset, h_source, classifier_, gemm_,
+        features_.output_gradient().middle_cols(0, b), value_type(1),
+        /*accumulate=*/adversarial);
+    norms_.features_sq = gen::backward<feature_stack>(
+        p + Net::features_offset, g + Net::features_offset, x, features_, gemm_);
+    report.grad_norm = norms_.global();
+    return report;
+  }
+
+  //! Predicted class of each of `n` rows stored row-major at `rows` ([n, input_width] floats).
+  template <class In>
+  void predict(const In* rows, index_t n, std::int32_t* classes) {
+    namespace gen = backend::generic;
+    const value_type* p = params_.data();
+    for (index_t first = 0; first < n; first += eval_input_.cols) {
+      const index_t count = std::min(eval_input_.cols, n - first);
+      const In* src = rows + first * input_width;
+      value_type* dst = eval_input_.data;
+      for (index_t k = 0; k < count * input_width; ++k) dst[k] = value_type(src[k]);
+      const matrix_view<const value_type> x{dst, input_width, count};
+      const auto f = eval_features_.leading(count);
+      const auto y = eval_classifier_.leading(count);
+      gen::forward<feature_stack>(p + Net::features_offset, x, f, gemm_);
+      gen::forward<classifier_stack>(p + Net::classifier_offset,
+                                     matrix_view<const value_type>(f.output()), y, gemm_);
+      const matrix_view<value_type> logits = y.output();
+      for (index_t c = 0; c < count; ++c)
+        classes[first + c] = nn::argmax(&logits(0, c), class_count);
+    }
+  }
+
+  std::span<value_type> parameters() { return {params_.data(), params_.size()}; }
+  std::span<const value_type> parameters() const { return {params_.data(), params_.size()}; }
+  //! Raw gradients of the last compute_gradients()/run() (before clipping).
+  std::span<const value_type> gradients() const { return {grads_.data(), grads_.size()}; }
+  //! Squared norms of the last gradients, per module.
+  const grad_norms& norms() const { return norms_; }
+  //! Steps taken since initialisation.
+  index_t step_index() const { return step_index_; }
+  const fit_args& args() const { return args_; }
+
+ private:
+  template <class Stack>
+  using stack_scratch = backend::generic::stack_scratch<Stack, value_type>;
+
+  static const fit_args& checked(const fit_args& a) {
+    if (const status s = can_implement(a); !s) throw error(s.message);
+    return a;
+  }
+
+  // Mean softmax cross-entropy over the B source columns; writes δz of G_y's logits.
+  double label_loss_and_gradient() {
+    const index_t b = args_.batch;
+    const matrix_view<value_type> z = classifier_.output();
+    const matrix_view<value_type> dz = classifier_.output_gradient();
+    const std::int32_t* y = labels_.data();
+    const value_type scale = value_type(1) / value_type(b);
+    double sum = 0;
+    for (index_t c = 0; c < b; ++c) {
+      if (y[c] < 0 || y[c] >= class_count)
+        fail("train_step", "source_labels()[" + std::to_string(c) + "]",
+             "a class in [0, " + std::to_string(class_count) + ")", std::to_string(y[c]));
+      sum += double(nn::softmax_cross_entropy(&z(0, c), class_count, y[c], scale, &dz(0, c)));
+    }
+    return sum / double(b);
+  }
+
+  // Mean BCE on the discriminator's logit over all 2B columns (source 0, target 1); writes δz.
+  double domain_loss_and_gradient() {
+    const index_t rows = feature_rows(), b = args_.batch;
+    const value_type* z = discriminator_.output().data;
+    value_type* dz = discriminator_.output_gradient().data;
+    const value_type scale = value_type(1) / value_type(rows);
+    double sum = 0;
+    for (index_t c = 0; c < rows; ++c) {
+      const value_type target = c < b ? value_type(0) : value_type(1);
+      sum += double(nn::binary_cross_entropy_with_logit(z[c], target, scale, &dz[c]));
+    }
+    return sum / double(rows);
+  }
+
+  fit_args args_;
+  buffer<value_type, System> params_;       // [param_count]: G_f, G_y, G_d
+  buffer<value_type, System> grads_;        // [param_count], same layout
+  buffer<value_type, System> optim_state_;  // [state_per_param · param_count]
+  buffer<value_type, System> input_;        // [input_width, rows]
+  buffer<std::int32_t, System> labels_;     // [B]
+  buffer<value_type, System> workspace_;    // every scratch below, carved once
+  stack_scratch<feature_stack> features_;
+  stack_scratch<classifier_stack> classifier_;
+  stack_scratch<discriminator_stack> discriminator_;
+  matrix_view<value_type> eval_input_;
+  stack_scratch<feature_stack> eval_features_;
+  stack_scratch<classifier_stack> eval_classifier_;
+  backend::generic::gemm_workspace<value_type> gemm_;
+  grad_norms norms_;
+  index_t step_index_ = 0;
+};
+
+}  // namespace dafuse

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file train/fit.hpp
+//! @brief `fit`: train a step type for fit_args::steps steps and report target accuracy and time.
+#pragma once
+#include <dafuse/config.hpp>
+#include <dafuse/core/error.hpp>
+#include <dafuse/data/batcher.hpp>
+#include <dafuse/data/dataset.hpp>
+#include <dafuse/step/arguments.hpp>
+#include <dafuse/step/train_step.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace dafuse {
+
+//! What `fit` returns.
+struct fit_result {
+  double target_accuracy = std::numeric_limits<double>::quiet_NaN();  //!< NaN without labels
+  double source_accuracy = 0;      //!< on the source training rows
+  double seconds = 0;              //!< wall time of the training loop (not of the evaluation)
+  index_t steps = 0;               //!< steps taken
+  step_report last;                //!< the last step's report
+  std::vector<double> parameters;  //!< trained parameters (the step's flat layout)
+};
+
+//! Fraction of rows of `d` whose predicted class equals its label (needs labels).
+template <class Step>
+double accuracy(Step& step, const data::dataset& d) {
+  if (!d.has_labels())
+    fail(d.origin, "labels", "labels to measure accuracy", "an unlabelled data set");
+  data::check_width(d, Step::input_width);
+  std::vector<std::int32_t> predicted(std::size_t(d.rows));
+  step.predict(d.features.data(), d.rows, predicted.data());
+  index_t correct = 0;
+  for (index_t i = 0; i < d.rows; ++i)
+    correct += predicted[std::size_t(i)] == d.labels[std::size_t(i)];
+  return double(correct) / double(d.rows);
+}
+
+//! Trains `step` in place for args.steps steps on batches its loader draws from `source`
+//! (labelled) and `target` (labels, if any, are never used for training). Returns the timings
+//! and accuracies; the step keeps the trained parameters.
+template <class Step>
+fit_result fit(Step& step, const data::dataset& source, const data::dataset& target) {
+  const fit_args& args = step.args();
+  data::check_width(source, Step::input_width);
+  data::check_labels(source, Step::class_count);
+  if (Step::adversarial) data::check_width(target, Step::input_width);
+  if (target.has_labels()) data::check_labels(target, Step::class_count);
+
+  data::batcher<typename Step::loader_type, typename Step::system_type> batches(
+      source, target, args.batch, args.seed, Step::adversarial);
+  fit_result r;
+  const auto start = std::chrono::steady_clock::now();
+  for (index_t t = 0; t < args.steps; ++t) {
+    batches.fill(step.input(), step.source_labels());
+    r.last = step.run();
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.steps = args.steps;
+  r.source_accuracy = accuracy(step, source);
+  if (target.has_labels()) r.target_accuracy = accuracy(step, target);
+  r.parameters.assign(step.parameters().begin(), step.parameters().end());
+  return r;
+}
+
+//! Builds a `Step` from `args` (initialised from args.seed) and trains it: see the overload above.
+template <class Step>
+fit_result fit(const data::dataset& source, const data::dataset& target, const fit_args& args) {
+  Step step(args);
+  return fit(step, source, target);
+}
+
+}  // namespace dafuse

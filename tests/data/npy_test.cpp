@@ -1,0 +1,493 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tests for data/npy.hpp: round trips, headers other writers produce, and every rejected input.
+#include <doctest/doctest.h>
+#include <dafuse/data/npy.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#if defined(_WIN32)
+#include <process.h>
+#define DAFUSE_TEST_GETPID _getpid
+#else
+#include <unistd.h>
+#define DAFUSE_TEST_GETPID getpid
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+using dafuse::data::dtype;
+using dafuse::data::host_array;
+
+//! A directory of its own for one test case, removed with everything in it afterwards.
+struct temp_dir {
+  fs::path dir =
+      fs::temp_directory_path() / ("dafuse_npy_test_" + std::to_string(DAFUSE_TEST_GETPID()));
+  temp_dir() {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~temp_dir() {
+    std::error_code ignored;
+    fs::remove_all(dir, ignored);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  fs::path operator/(std::string_view name) const { return dir / name; }
+};
+
+using bytes = std::vector<unsigned char>;
+
+void write_bytes(const fs::path& path, const bytes& b) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  REQUIRE(out.good());
+}
+
+bytes read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+//! An NPY file built by hand: magic, version major.0, HEADER_LEN (2 bytes for 1.0, 4 otherwise),
+//! the header text as given (no padding added) and then `data`.
+bytes make_npy(unsigned major, std::string_view header, const bytes& data = {}) {
+  bytes b = {0x93, 'N', 'U', 'M', 'P', 'Y', static_cast<unsigned char>(major), 0};
+  const std::size_t n = header.size();
+  b.push_back(static_cast<unsigned char>(n & 0xff));
+  b.push_back(static_cast<unsigned char>((n >> 8) & 0xff));
+  if (major != 1) {
+    b.push_back(static_cast<unsigned char>((n >> 16) & 0xff));
+    b.push_back(static_cast<unsigned char>((n >> 24) & 0xff));
+  }
+  b.insert(b.end(), header.begin(), header.end());
+  b.insert(b.end(), data.begin(), data.end());
+  return b;
+}
+
+//! The little-endian bytes of `values`, as an NPY data section.
+template <class T>
+bytes raw_of(const std::vector<T>& values) {
+  bytes b(values.size() * sizeof(T));
+  if (!b.empty()) std::memcpy(b.data(), values.data(), b.size());
+  return b;
+}
+
+//! The start of every message about `path` and `field`: "dafuse: <path>: <field>:".
+std::string about(const fs::path& path, std::string_view field) {
+  return "dafuse: " + path.string() + ": " + std::string(field) + ":";
+}
+
+template <class T>
+void check_round_trip(const temp_dir& tmp,
+                      const std::vector<std::size_t>& shape,
+                      const std::vector<T>& values) {
+  const fs::path path = tmp / "round_trip.npy";
+  dafuse::data::save_npy<T>(path, shape, values);
+  CHECK_FALSE(fs::exists(fs::path(path.string() + ".tmp")));
+
+  // The data starts on a 64-byte boundary and the header ends in '\n' (NPY format spec).
+  const bytes file = read_bytes(path);
+  const dafuse::data::npy_header h = dafuse::data::parse_npy_header(file, path.string());
+  CHECK(h.data_offset % 64 == 0);
+  CHECK(file[h.data_offset - 1] == '\n');
+  CHECK(h.type == dafuse::data::dtype_of_v<T>);
+  CHECK(h.shape == shape);
+  CHECK_FALSE(h.fortran_order);
+
+  const host_array<T> a = dafuse::data::load_npy<T>(path);
+  CHECK(a.shape == shape);
+  CHECK(a.values == values);
+}
+
+}  // namespace
+
+TEST_CASE("descr_of names the NPY type string of each dtype") {
+  CHECK(dafuse::data::descr_of(dtype::float32) == "<f4");
+  CHECK(dafuse::data::descr_of(dtype::int32) == "<i4");
+  CHECK(dafuse::data::descr_of(dtype::uint8) == "|u1");
+  static_assert(dafuse::data::dtype_of_v<float> == dtype::float32);
+  static_assert(dafuse::data::dtype_of_v<std::int32_t> == dtype::int32);
+  static_assert(dafuse::data::dtype_of_v<std::uint8_t> == dtype::uint8);
+}
+
+TEST_CASE("host_array rows and row_size split the shape into samples and features") {
+  CHECK(host_array<float>{{}, {1.f}}.rows() == 1);
+  CHECK(host_array<float>{{}, {1.f}}.row_size() == 1);
+  CHECK(host_array<float>{{5}, std::vector<float>(5)}.rows() == 5);
+  CHECK(host_array<float>{{5}, std::vector<float>(5)}.row_size() == 1);
+  CHECK(host_array<float>{{4, 2, 3}, std::vector<float>(24)}.rows() == 4);
+  CHECK(host_array<float>{{4, 2, 3}, std::vector<float>(24)}.row_size() == 6);
+}
+
+TEST_CASE("save_npy then load_npy gives back float32 arrays of 0, 1 and 3 dimensions") {
+  temp_dir tmp;
+  check_round_trip<float>(tmp, {}, {3.25f});
+  check_round_trip<float>(tmp, {5}, {0.f, -1.5f, 2.f, 1e-30f, 3e38f});
+  std::vector<float> cube(2 * 3 * 4);
+  for (std::size_t i = 0; i < cube.size(); ++i) cube[i] = 0.5f * static_cast<float>(i) - 3.f;
+  check_round_trip<float>(tmp, {2, 3, 4}, cube);
+}
+
+TEST_CASE("save_npy then load_npy gives back int32 arrays of 0, 1 and 3 dimensions") {
+  temp_dir tmp;
+  check_round_trip<std::int32_t>(tmp, {}, {-7});
+  check_round_trip<std::int32_t>(tmp, {4}, {0, -2147483647 - 1, 2147483647, 9});
+  std::vector<std::int32_t> cube(3 * 1 * 2);
+  for (std::size_t i = 0; i < cube.size(); ++i) cube[i] = static_cast<std::int32_t>(i) * -1000;
+  check_round_trip<std::int32_t>(tmp, {3, 1, 2}, cube);
+}
+
+TEST_CASE("save_npy then load_npy gives back uint8 arrays of 0, 1 and 3 dimensions") {
+  temp_dir tmp;
+  check_round_trip<std::uint8_t>(tmp, {}, {255});
+  check_round_trip<std::uint8_t>(tmp, {3}, {0, 128, 255});
+  std::vector<std::uint8_t> cube(2 * 2 * 5);
+  for (std::size_t i = 0; i < cube.size(); ++i) cube[i] = static_cast<std::uint8_t>(i * 13);
+  check_round_trip<std::uint8_t>(tmp, {2, 2, 5}, cube);
+}
+
+TEST_CASE("save_npy and load_npy handle arrays with a zero dimension") {
+  temp_dir tmp;
+  check_round_trip<float>(tmp, {0, 16}, {});
+  check_round_trip<std::int32_t>(tmp, {0}, {});
+}
+
+TEST_CASE("save_npy overwrites an existing file and the host_array overload writes the same") {
+  temp_dir tmp;
+  const fs::path path = tmp / "a.npy";
+  dafuse::data::save_npy<std::int32_t>(path, {2}, std::vector<std::int32_t>{1, 2});
+  const host_array<std::int32_t> a{{2, 2}, {1, 2, 3, 4}};
+  dafuse::data::save_npy(path, a);
+  const host_array<std::int32_t> b = dafuse::data::load_npy<std::int32_t>(path);
+  CHECK(b.shape == a.shape);
+  CHECK(b.values == a.values);
+}
+
+TEST_CASE("load_npy reads a version 2.0 file with a 4-byte header length") {
+  temp_dir tmp;
+  const fs::path path = tmp / "v2.npy";
+  write_bytes(path, make_npy(2, "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }\n",
+                             raw_of<std::int32_t>({1, 2, 3, 4, 5, 6})));
+  const host_array<std::int32_t> a = dafuse::data::load_npy<std::int32_t>(path);
+  CHECK(a.shape == std::vector<std::size_t>{2, 3});
+  CHECK(a.values == std::vector<std::int32_t>{1, 2, 3, 4, 5, 6});
+}
+
+TEST_CASE("load_npy reads a version 3.0 file") {
+  temp_dir tmp;
+  const fs::path path = tmp / "v3.npy";
+  write_bytes(path,
+              make_npy(3, "{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }\n", {7, 8}));
+  CHECK(dafuse::data::load_npy<std::uint8_t>(path).values == std::vector<std::uint8_t>{7, 8});
+}
+
+TEST_CASE("load_npy accepts keys in any order, double quotes, odd spacing and trailing commas") {
+  temp_dir tmp;
+  const fs::path path = tmp / "odd.npy";
+  const bytes data = raw_of<float>({1.f, 2.f, 3.f, 4.f, 5.f, 6.f});
+  for (const std::string_view header : {
+           R"({"shape": (2,3,), "fortran_order": False, "descr": "<f4"})",
+           "{ 'fortran_order' :False,'shape':( 2 , 3 ),'descr':'<f4' , }   \n",
+           R"({'descr': "<f4", "shape": (2, 3), 'fortran_order': False,})",
+       }) {
+    CAPTURE(header);
+    write_bytes(path, make_npy(1, header, data));
+    const host_array<float> a = dafuse::data::load_npy<float>(path);
+    CHECK(a.shape == std::vector<std::size_t>{2, 3});
+    CHECK(a.values == std::vector<float>{1.f, 2.f, 3.f, 4.f, 5.f, 6.f});
+  }
+}
+
+TEST_CASE("load_npy accepts the shapes (), (5,) and Python 2 longs such as (2L, 1L)") {
+  temp_dir tmp;
+  const fs::path path = tmp / "shapes.npy";
+  write_bytes(path, make_npy(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (), }\n",
+                             raw_of<std::int32_t>({42})));
+  CHECK(dafuse::data::load_npy<std::int32_t>(path).shape.empty());
+  write_bytes(path, make_npy(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (5,), }\n",
+                             {1, 2, 3, 4, 5}));
+  CHECK(dafuse::data::load_npy<std::uint8_t>(path).shape == std::vector<std::size_t>{5});
+  write_bytes(
+      path, make_npy(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (2L, 1L), }\n", {1, 2}));
+  CHECK(dafuse::data::load_npy<std::uint8_t>(path).shape == std::vector<std::size_t>{2, 1});
+}
+
+TEST_CASE("load_npy_as_float converts uint8 and int32 values without scaling") {
+  temp_dir tmp;
+  const fs::path path = tmp / "convert.npy";
+  dafuse::data::save_npy<std::uint8_t>(path, {2, 2}, std::vector<std::uint8_t>{0, 1, 128, 255});
+  host_array<float> a = dafuse::data::load_npy_as_float(path);
+  CHECK(a.shape == std::vector<std::size_t>{2, 2});
+  CHECK(a.values == std::vector<float>{0.f, 1.f, 128.f, 255.f});
+
+  dafuse::data::save_npy<std::int32_t>(path, {3}, std::vector<std::int32_t>{-5, 0, 70000});
+  a = dafuse::data::load_npy_as_float(path);
+  CHECK(a.values == std::vector<float>{-5.f, 0.f, 70000.f});
+
+  dafuse::data::save_npy<float>(path, {1}, std::vector<float>{0.125f});
+  CHECK(dafuse::data::load_npy_as_float(path).values == std::vector<float>{0.125f});
+}
+
+TEST_CASE("load_npy rejects a file without the NPY magic") {
+  temp_dir tmp;
+  const fs::path path = tmp / "not.npy";
+  write_bytes(path, {'P', 'K', 3, 4, 0, 0, 0, 0, 0, 0, 0, 0});
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
+                       doctest::Contains((about(path, "magic") + " expected").c_str()),
+                       dafuse::error);
+  write_bytes(path, {});
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
+                       doctest::Contains((about(path, "magic") + " expected").c_str()),
+                       dafuse::error);
+}
+
+TEST_CASE("load_npy rejects an unsupported version") {
+  temp_dir tmp;
+  const fs::path path = tmp / "v9.npy";
+  write_bytes(path, make_npy(9, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }\n",
+                             raw_of<float>({1.f})));
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
+                       doctest::Contains((about(path, "version") + " expected").c_str()),
+                       dafuse::error);
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path), doctest::Contains("found 9.0"),
+                       dafuse::error);
+}
+
+TEST_CASE("load_npy rejects a header length that runs past the end of the file") {
+  temp_dir tmp;
+  const fs::path path = tmp / "short_header.npy";
+  bytes b = make_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }\n");
+  b.resize(b.size() - 20);
+  write_bytes(path, b);
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
+                       doctest::Contains((about(path, "header length") + " expected").c_str()),
+                       dafuse::error);
+  // Cut inside the fixed-size prefix, too.
+  write_bytes(path, {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 80});
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
+                       doctest::Contains((about(path, "header length") + " expected").c_str()),
+                       dafuse::error);
+  write_bytes(path, {0x93, 'N', 'U', 'M', 'P', 'Y', 1});
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
+                       doctest::Contains((about(path, "version") + " expected").c_str()),
+                       dafuse::error);
+}
+
+TEST_CASE("load_npy rejects data shorter than the shape needs") {
+  temp_dir tmp;
+  const fs::path path = tmp / "short_data.npy";
+  write_bytes(path, make_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n",
+                             raw_of<float>({1.f, 2.f, 3.f, 4.f, 5.f})));
+  CHECK_THROWS_WITH_AS(
+      dafuse::data::load_npy<float>(path),
+      doctest::Contains((about(path, "data") + " expected 24 bytes for shape (2, 3)").c_str()),
+      dafuse::error);
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path), doctest::Contains("found 20"),
+                       dafuse::error);
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy_as_float(path),
+                       doctest::Contains((about(path, "data") + " expected 24 bytes").c_str()),
+                       dafuse::error);
+}
+
+TEST_CASE("load_npy rejects extra bytes after the data") {
+  temp_dir tmp;
+  const fs::path path = tmp / "long_data.npy";
+  write_bytes(path, make_npy(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }\n",
+                             {1, 2, 3, 4}));
+  CHECK_THROWS_WITH_AS(
+      dafuse::data::load_npy<std::uint8_t>(path),
+      doctest::Contains((about(path, "data") + " expected 3 bytes for shape (3,)").c_str()),
+      dafuse::error);
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<std::uint8_t>(path),
+                       doctest::Contains("found 4 (extra trailing bytes)"), dafuse::error);
+}
+
+TEST_CASE("load_npy rejects float64 and big-endian data by their descr") {
+  temp_dir tmp;
+  const fs::path path = tmp / "descr.npy";
+  write_bytes(path, make_npy(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }\n",
+                             bytes(8, 0)));
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
+                       doctest::Contains((about(path, "descr") + " expected").c_str()),
+                       dafuse::error);
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy_as_float(path), doctest::Contains("found '<f8'"),
+                       dafuse::error);
+  write_bytes(path, make_npy(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }\n",
+                             bytes(4, 0)));
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
+                       doctest::Contains((about(path, "descr") + " expected").c_str()),
+                       dafuse::error);
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
+                       doctest::Contains("found '>f4' (big-endian"), dafuse::error);
+}
+
+TEST_CASE("load_npy rejects Fortran-order data") {
+  temp_dir tmp;
+  const fs::path path = tmp / "fortran.npy";
+  write_bytes(path, make_npy(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }\n",
+                             raw_of<float>({1.f, 2.f, 3.f, 4.f})));
+  CHECK_THROWS_WITH_AS(
+      dafuse::data::load_npy<float>(path),
+      doctest::Contains(
+          (about(path, "fortran_order") + " expected False (C order), found True").c_str()),
+      dafuse::error);
+}
+
+TEST_CASE("load_npy rejects a file whose dtype is not the one requested") {
+  temp_dir tmp;
+  const fs::path path = tmp / "floats.npy";
+  dafuse::data::save_npy<float>(path, {2}, std::vector<float>{1.f, 2.f});
+  CHECK_THROWS_WITH_AS(
+      dafuse::data::load_npy<std::int32_t>(path),
+      doctest::Contains(
+          (about(path, "descr") + " expected '<i4' (int32), found '<f4' (float32)").c_str()),
+      dafuse::error);
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<std::uint8_t>(path),
+                       doctest::Contains((about(path, "descr") + " expected '|u1'").c_str()),
+                       dafuse::error);
+}
+
+TEST_CASE("load_npy reports a missing file by name and reason") {
+  temp_dir tmp;
+  const fs::path path = tmp / "missing.npy";
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
+                       doctest::Contains(("dafuse: " + path.string() + ": cannot open").c_str()),
+                       dafuse::error);
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy_as_float(tmp.dir),
+                       doctest::Contains(("dafuse: " + tmp.dir.string() + ": cannot open").c_str()),
+                       dafuse::error);
+}
+
+TEST_CASE("load_npy rejects malformed, negative and overflowing shapes") {
+  temp_dir tmp;
+  const fs::path path = tmp / "shape.npy";
+  for (const std::string_view shape : {"(2, 3", "[2, 3]", "(2 3)", "(5)", "(,)", "(2,,3)", "(a,)",
+                                       "(-2, 3)", "(99999999999999999999999,)", "2"}) {
+    CAPTURE(shape);
+    const std::string header =
+        "{'descr': '<f4', 'fortran_order': False, 'shape': " + std::string(shape) + ", }\n";
+    write_bytes(path, make_npy(1, header, bytes(24, 0)));
+    CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
+                         doctest::Contains((about(path, "shape") + " expected").c_str()),
+                         dafuse::error);
+  }
+  // Dimensions that fit one by one but whose product does not.
+  write_bytes(path, make_npy(1,
+                             "{'descr': '<f4', 'fortran_order': False, "
+                             "'shape': (4294967296, 4294967296, 2), }\n"));
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
+                       doctest::Contains((about(path, "shape") + " expected a total size").c_str()),
+                       dafuse::error);
+}
+
+TEST_CASE("load_npy rejects a header dict with a missing, unknown or repeated key") {
+  temp_dir tmp;
+  const fs::path path = tmp / "keys.npy";
+  const auto check = [&](std::string_view header, std::string_view field) {
+    CAPTURE(header);
+    write_bytes(path, make_npy(1, header, bytes(4, 0)));
+    CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
+                         doctest::Contains((about(path, field) + " expected").c_str()),
+                         dafuse::error);
+  };
+  check("{'descr': '<f4', 'fortran_order': False, }\n", "shape");
+  check("{'fortran_order': False, 'shape': (1,), }\n", "descr");
+  check("{'descr': '<f4', 'shape': (1,), }\n", "fortran_order");
+  check("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}\n", "header");
+  check("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1,)}\n", "descr");
+  check("{'descr': '<f4', 'fortran_order': false, 'shape': (1,)}\n", "fortran_order");
+  check("{'descr': '<f4', 'fortran_order': False 'shape': (1,)}\n", "header");
+  check("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} junk\n", "header");
+  check("{'descr': '<f4, 'fortran_order': False, 'shape': (1,)}\n", "descr");
+  check("{'descr: '<f4', 'fortran_order': False, 'shape': (1,)}\n", "header");
+  check("['descr', '<f4']\n", "header");
+  check("", "header");
+  check("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)", "header");
+}
+
+TEST_CASE("parse_npy_header never reads past the bytes it is given") {
+  // Every prefix of a valid file either parses or fails with a dafuse::error, never crashes.
+  const bytes file = make_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }\n",
+                              raw_of<float>({1.f}));
+  for (std::size_t n = 0; n <= file.size(); ++n) {
+    const std::vector<unsigned char> part(file.begin(),
+                                          file.begin() + static_cast<std::ptrdiff_t>(n));
+    try {
+      (void)dafuse::data::parse_npy_header(part, "prefix");
+    } catch (const dafuse::error&) {
+    }
+  }
+}
+
+TEST_CASE("save_npy rejects values that do not fill the shape and leaves no file behind") {
+  temp_dir tmp;
+  const fs::path path = tmp / "bad.npy";
+  CHECK_THROWS_WITH_AS(
+      dafuse::data::save_npy<float>(path, {2, 3}, std::vector<float>(5)),
+      doctest::Contains(
+          (about(path, "values") + " expected 6 elements for shape (2, 3), found 5").c_str()),
+      dafuse::error);
+  CHECK_FALSE(fs::exists(path));
+  CHECK_FALSE(fs::exists(fs::path(path.string() + ".tmp")));
+}
+
+TEST_CASE("save_npy reports a directory it cannot write to and keeps the old file intact") {
+  temp_dir tmp;
+  const fs::path missing = tmp / "no_such_dir" / "a.npy";
+  CHECK_THROWS_WITH_AS(dafuse::data::save_npy<float>(missing, {1}, std::vector<float>{1.f}),
+                       doctest::Contains(("dafuse: " + missing.string() + ": cannot open").c_str()),
+                       dafuse::error);
+
+  // A directory in the way of the rename: the write fails after the temporary file is complete.
+  const fs::path blocked = tmp / "blocked.npy";
+  fs::create_directories(blocked / "child");
+  CHECK_THROWS_AS(dafuse::data::save_npy<float>(blocked, {1}, std::vector<float>{1.f}),
+                  dafuse::error);
+  CHECK(fs::is_directory(blocked / "child"));
+  CHECK_FALSE(fs::exists(fs::path(blocked.string() + ".tmp")));
+}
+
+TEST_CASE("the shared MNIST subset loads as 2000 float images of 16x16 and int32 labels 0..9") {
+#if defined(DAFUSE_SHARED_DATA_DIR)
+  const fs::path dir = fs::path(DAFUSE_SHARED_DATA_DIR) / "jda_mnist_usps";
+#else
+  const fs::path dir;
+#endif
+  const fs::path images_path = dir / "mnist_images.npy";
+  const fs::path labels_path = dir / "mnist_labels.npy";
+  if (dir.empty() || !fs::exists(images_path) || !fs::exists(labels_path)) {
+    MESSAGE(
+        "skipped: shared data not found (define DAFUSE_SHARED_DATA_DIR to the folder that "
+        "holds jda_mnist_usps/)");
+    return;
+  }
+  const host_array<float> images = dafuse::data::load_npy<float>(images_path);
+  CHECK(images.shape == std::vector<std::size_t>{2000, 16, 16});
+  CHECK(images.rows() == 2000);
+  CHECK(images.row_size() == 256);
+  CHECK(images.values.size() == 2000u * 16u * 16u);
+
+  const host_array<std::int32_t> labels = dafuse::data::load_npy<std::int32_t>(labels_path);
+  REQUIRE(labels.shape == std::vector<std::size_t>{2000});
+  std::vector<int> seen(10, 0);
+  for (const std::int32_t y : labels.values) {
+    REQUIRE(y >= 0);
+    REQUIRE(y <= 9);
+    ++seen[static_cast<std::size_t>(y)];
+  }
+  for (int digit = 0; digit < 10; ++digit) {
+    CAPTURE(digit);
+    CHECK(seen[static_cast<std::size_t>(digit)] > 0);
+  }
+}

@@ -1,0 +1,107 @@
+// One DANN step against PyTorch: weights, batch and expected losses, gradients and updated
+// weights come from tools/make_step_vectors.py (see tests/data/torch/README.md).
+#include <dafuse/step/train_step.hpp>
+
+#include <dafuse/data/npy.hpp>
+
+#include "../check.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace df = dafuse;
+
+namespace {
+
+// The network of the vectors: G_f 6→8→5 ReLU, G_y 5→3, G_d 5→4 ReLU →1.
+using torch_net = df::nn::dann_net<df::nn::mlp<6, 8, 5, df::nn::relu>,
+                                   df::nn::linear<5, 3>,
+                                   df::nn::mlp<5, 4, 1, df::nn::relu>>;
+template <class Clip>
+using torch_step = df::train_step<torch_net,
+                                  df::loader::sync,
+                                  df::precision::fp32,
+                                  Clip,
+                                  df::head::dann<df::schedule::constant>,
+                                  df::optim::sgd>;
+
+const std::filesystem::path vectors = df::test::source_dir() / "tests" / "data" / "torch";
+
+std::vector<float> load(const std::string& name) {
+  return df::data::load_npy<float>(vectors / (name + ".npy")).values;
+}
+
+// PyTorch flattens each weight row-major [out, in]; dafuse stores it column-major [out, in].
+// Biases are the same in both. Converts a flat PyTorch parameter vector to dafuse's layout.
+std::vector<float> to_dafuse_layout(const std::vector<float>& torch_flat) {
+  const auto shapes = df::data::load_npy<std::int32_t>(vectors / "param_shapes.npy").values;
+  std::vector<float> out(torch_flat.size());
+  std::size_t offset = 0;
+  for (std::size_t t = 0; t < shapes.size() / 2; ++t) {
+    const std::size_t rows = std::size_t(shapes[2 * t]), cols = std::size_t(shapes[2 * t + 1]);
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t c = 0; c < cols; ++c)
+        out[offset + c * rows + r] = torch_flat[offset + r * cols + c];
+    offset += rows * cols;
+  }
+  REQUIRE(offset == torch_flat.size());
+  return out;
+}
+
+template <class Clip>
+void check_variant(const std::string& variant, bool nesterov) {
+  const std::vector<float> hyper = load("hyper");  // λ, lr, momentum, wd, max_norm, steps
+  df::fit_args args{.steps = 1000,
+                    .batch = 4,
+                    .lr = hyper[1],
+                    .momentum = hyper[2],
+                    .nesterov = nesterov,
+                    .weight_decay = hyper[3],
+                    .max_grad_norm = hyper[4],
+                    .lambda_max = hyper[0]};
+  torch_step<Clip> step(args);
+  const std::vector<float> initial = to_dafuse_layout(load("initial_params"));
+  REQUIRE(initial.size() == std::size_t(torch_net::param_count));
+  std::copy(initial.begin(), initial.end(), step.parameters().begin());
+
+  // Source rows are columns 0..3, target rows 4..7; row-major [4, 6] is column-major [6, 4].
+  const std::vector<float> xs = load("x_source"), xt = load("x_target");
+  auto x = step.input();
+  std::copy(xs.begin(), xs.end(), x.data);
+  std::copy(xt.begin(), xt.end(), x.data + xs.size());
+  const auto ys = df::data::load_npy<std::int32_t>(vectors / "y_source.npy").values;
+  std::copy(ys.begin(), ys.end(), step.source_labels().begin());
+
+  for (int k = 1; k <= int(hyper[5]); ++k) {
+    CAPTURE(variant);
+    CAPTURE(k);
+    const std::string prefix = variant + "_step" + std::to_string(k) + "_";
+    const std::vector<float> losses = load(prefix + "losses");
+    const df::step_report r = step.run();
+    CHECK(r.label_loss == doctest::Approx(losses[0]).epsilon(1e-5));
+    CHECK(r.domain_loss == doctest::Approx(losses[1]).epsilon(1e-5));
+    CHECK(r.grad_norm == doctest::Approx(losses[2]).epsilon(1e-5));
+    CHECK(r.lambda == doctest::Approx(hyper[0]));
+
+    const std::vector<float> grads = to_dafuse_layout(load(prefix + "grads"));
+    CHECK(df::test::max_relative_error(step.gradients(), std::span<const float>(grads)) < 1e-5);
+    const std::vector<float> params = to_dafuse_layout(load(prefix + "params"));
+    CHECK(df::test::max_relative_error(std::span<const float>(step.parameters()),
+                                       std::span<const float>(params)) < 1e-5);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("two DANN SGD steps with momentum and weight decay match PyTorch") {
+  check_variant<df::clip::none>("noclip", false);
+}
+
+TEST_CASE("two DANN SGD steps with global-norm clipping match PyTorch's clip_grad_norm_") {
+  check_variant<df::clip::global_norm>("clip", false);
+}
+
+TEST_CASE("two DANN SGD steps with Nesterov momentum match PyTorch") {
+  check_variant<df::clip::none>("nesterov", true);
+}
