@@ -576,12 +576,12 @@ TEST_CASE("stack_scratch carves outputs then gradients from one block") {
 }
 
 TEST_CASE("generic forward and backward split across threads match naive loops") {
-  // 64 → 64 → 16 on 150 samples: the products of layer 0 pass gemm_parallel_flops (2·64·64·150 ≈
-  // 1.2e6 > 2^20), so with 4 threads their columns are split 40, 40, 40, 30; the last layer's
-  // products stay on one thread.
-  using stack = nn::layer_stack<nn::dense<64, 64, nn::tanh>, nn::dense<64, 16, nn::identity>>;
-  constexpr index_t n = 150;
-  static_assert(2.0 * 64 * 64 * n > generic::gemm_parallel_flops);
+  // 256 → 256 → 16 on 600 samples: the products of layer 0 pass gemm_parallel_flops
+  // (2·256·256·600 ≈ 7.9e7 > 2^26), so with 4 threads their columns are split into blocks of
+  // 152, 152, 152, 144; the last layer's products stay on one thread.
+  using stack = nn::layer_stack<nn::dense<256, 256, nn::tanh>, nn::dense<256, 16, nn::identity>>;
+  constexpr index_t n = 600;
+  static_assert(2.0 * 256 * 256 * n > generic::gemm_parallel_flops);
   dafuse::counter_rng rng(77, dafuse::rng_stream::user);
   std::vector<double> params = uniform_vector(stack::param_count, rng);
   for (double& p : params) p *= 0.25;  // keeps tanh away from saturation
