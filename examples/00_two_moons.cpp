@@ -66,22 +66,12 @@ int main(int argc, char** argv) try {
   const df::data::dataset source = two_moons(150, 0.05, 0, 0, df::data::domain::source);
   const df::data::dataset target = two_moons(150, 0.05, 35, 1, df::data::domain::target);
 
-  std::vector<double> source_only_acc, dann_acc;
-  for (long seed = 1; seed <= seeds; ++seed) {
-    const df::fit_args args{.steps = steps,
-                            .batch = 32,
-                            .lr = 0.2f,
-                            .momentum = 0.9f,
-                            .lambda_max = 1.0f,
-                            .seed = std::uint64_t(seed)};
-    const df::fit_result so = df::fit<source_only_step>(source, target, args);
-    const df::fit_result da = df::fit<dann_step>(source, target, args);
-    source_only_acc.push_back(so.target_accuracy);
-    dann_acc.push_back(da.target_accuracy);
-    std::printf("seed %ld: source-only %.1f %%   DANN %.1f %%   (%.3f s, %.3f s)\n", seed,
-                100 * so.target_accuracy, 100 * da.target_accuracy, so.seconds, da.seconds);
-  }
-  const auto so = examples::summarize(source_only_acc), da = examples::summarize(dann_acc);
+  const examples::comparison runs = examples::compare_heads<source_only_step, dann_step>(
+      source, target, seeds, [&](std::uint64_t seed) {
+        return df::fit_args{
+            .steps = steps, .batch = 32, .lr = 0.2f, .momentum = 0.9f, .seed = seed};
+      });
+  const auto so = examples::summarize(runs.source_only), da = examples::summarize(runs.dann);
   std::printf(
       "two moons, target rotated 35°, %ld steps, %ld seed(s): source-only %.1f ± %.1f %%, "
       "DANN %.1f ± %.1f %%\n",

@@ -50,25 +50,18 @@ int main(int argc, char** argv) try {
 
   std::printf("MNIST -> USPS: %ld source rows, %ld target rows, %ld steps, %ld seed(s)\n",
               long(mnist.rows), long(usps.rows), steps, seeds);
-  std::vector<double> source_only_acc, dann_acc;
-  double seconds = 0;
-  for (long seed = 1; seed <= seeds; ++seed) {
-    const df::fit_args args{.steps = steps,
+  const examples::comparison runs = examples::compare_heads<source_only_step, dann_step>(
+      mnist, usps, seeds, [&](std::uint64_t seed) {
+        return df::fit_args{.steps = steps,
                             .batch = 64,
                             .lr = 0.03f,
                             .momentum = 0.9f,
                             .lambda_max = 1.0f,
-                            .seed = std::uint64_t(seed),
+                            .seed = seed,
                             .init = df::nn::weight_init::torch_default};
-    const df::fit_result so = df::fit<source_only_step>(mnist, usps, args);
-    const df::fit_result da = df::fit<dann_step>(mnist, usps, args);
-    source_only_acc.push_back(so.target_accuracy);
-    dann_acc.push_back(da.target_accuracy);
-    seconds += so.seconds + da.seconds;
-    std::printf("seed %ld: source-only %.2f %% (%.2f s)   DANN %.2f %% (%.2f s)\n", seed,
-                100 * so.target_accuracy, so.seconds, 100 * da.target_accuracy, da.seconds);
-  }
-  const auto so = examples::summarize(source_only_acc), da = examples::summarize(dann_acc);
+      });
+  const double seconds = runs.seconds;
+  const auto so = examples::summarize(runs.source_only), da = examples::summarize(runs.dann);
   std::printf("target accuracy over %ld seed(s): source-only %.2f ± %.2f %%, DANN %.2f ± %.2f %%\n",
               seeds, 100 * so.mean, 100 * so.std, 100 * da.mean, 100 * da.std);
   std::printf("training time: %.2f s in all, %.2f s per run of %ld steps\n", seconds,

@@ -1,5 +1,7 @@
 // Small helpers the examples share: command-line numbers and mean ± std over seeds.
 #pragma once
+#include <dafuse/dafuse.hpp>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +47,33 @@ inline summary summarize(const std::vector<double>& v) {
     s.std = std::sqrt(s.std / double(v.size() - 1));
   }
   return s;
+}
+
+//! Target accuracies and training time of source-only and DANN runs over seeds 1..seeds.
+struct comparison {
+  std::vector<double> source_only, dann;  //!< target accuracy per seed
+  double seconds = 0;                     //!< training time of all runs
+};
+
+//! Trains `SourceOnlyStep` and `DannStep` from the same arguments for each seed (args_for(seed)
+//! gives them) and prints one line per seed.
+template <class SourceOnlyStep, class DannStep, class ArgsFor>
+comparison compare_heads(const dafuse::data::dataset& source,
+                         const dafuse::data::dataset& target,
+                         long seeds,
+                         ArgsFor args_for) {
+  comparison c;
+  for (long seed = 1; seed <= seeds; ++seed) {
+    const dafuse::fit_args args = args_for(std::uint64_t(seed));
+    const dafuse::fit_result so = dafuse::fit<SourceOnlyStep>(source, target, args);
+    const dafuse::fit_result da = dafuse::fit<DannStep>(source, target, args);
+    c.source_only.push_back(so.target_accuracy);
+    c.dann.push_back(da.target_accuracy);
+    c.seconds += so.seconds + da.seconds;
+    std::printf("seed %ld: source-only %.2f %% (%.3f s)   DANN %.2f %% (%.3f s)\n", seed,
+                100 * so.target_accuracy, so.seconds, 100 * da.target_accuracy, da.seconds);
+  }
+  return c;
 }
 
 }  // namespace examples

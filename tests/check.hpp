@@ -2,11 +2,15 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <span>
 #include <string>
+#include <string_view>
+#include <system_error>
 
 namespace dafuse::test {
 
@@ -30,5 +34,28 @@ inline std::filesystem::path source_dir() {
 inline std::filesystem::path shared_data_dir() {
   return std::filesystem::path(DAFUSE_SHARED_DATA_DIR);
 }
+
+//! A directory of its own for one test case (named after the test and the process, so parallel
+//! test processes never share one), removed with everything in it afterwards.
+class temp_dir {
+ public:
+  explicit temp_dir(std::string_view name)
+      : dir_(std::filesystem::temp_directory_path() /
+             ("dafuse_" + std::string(name) + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  ~temp_dir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  std::filesystem::path operator/(std::string_view name) const { return dir_ / name; }
+  const std::filesystem::path& path() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+};
 
 }  // namespace dafuse::test

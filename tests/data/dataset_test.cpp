@@ -16,14 +16,6 @@
 #include <system_error>
 #include <vector>
 
-#if defined(_WIN32)
-#include <process.h>
-#define DAFUSE_DATASET_TEST_GETPID _getpid
-#else
-#include <unistd.h>
-#define DAFUSE_DATASET_TEST_GETPID getpid
-#endif
-
 namespace {
 
 namespace fs = std::filesystem;
@@ -32,23 +24,6 @@ using dafuse::data::dataset;
 using dafuse::data::domain;
 using dafuse::data::host_array;
 using dafuse::data::make_dataset;
-
-//! A directory of its own for one test case, removed with everything in it afterwards.
-struct temp_dir {
-  fs::path dir = fs::temp_directory_path() /
-                 ("dafuse_dataset_test_" + std::to_string(DAFUSE_DATASET_TEST_GETPID()));
-  temp_dir() {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~temp_dir() {
-    std::error_code ignored;
-    fs::remove_all(dir, ignored);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  fs::path operator/(std::string_view name) const { return dir / name; }
-};
 
 //! An array of the given shape holding 0, 1, 2, ... in C order.
 host_array<float> iota_array(std::vector<std::size_t> shape) {
@@ -130,7 +105,7 @@ TEST_CASE("make_dataset rejects NaN and infinite features naming the row and col
 }
 
 TEST_CASE("load_dataset reads features and labels written by save_npy") {
-  const temp_dir dir;
+  const dafuse::test::temp_dir dir("dataset_test");
   const host_array<float> x = iota_array({4, 2, 3});
   const std::vector<std::int32_t> y = {3, 1, 0, 2};
   dafuse::data::save_npy(dir / "x.npy", x);
@@ -159,7 +134,7 @@ TEST_CASE("load_dataset reads features and labels written by save_npy") {
 }
 
 TEST_CASE("load_dataset rejects a labels file of the wrong length or shape, naming it") {
-  const temp_dir dir;
+  const dafuse::test::temp_dir dir("dataset_test");
   dafuse::data::save_npy(dir / "x.npy", iota_array({4, 3}));
   const std::vector<std::int32_t> three = {0, 1, 2};
   dafuse::data::save_npy<std::int32_t>(dir / "short.npy", {3},

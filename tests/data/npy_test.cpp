@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tests for data/npy.hpp: round trips, headers other writers produce, and every rejected input.
-#include <doctest/doctest.h>
 #include <dafuse/data/npy.hpp>
+
+#include "../check.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -15,36 +16,12 @@
 #include <system_error>
 #include <vector>
 
-#if defined(_WIN32)
-#include <process.h>
-#define DAFUSE_TEST_GETPID _getpid
-#else
-#include <unistd.h>
-#define DAFUSE_TEST_GETPID getpid
-#endif
-
 namespace {
 
 namespace fs = std::filesystem;
 using dafuse::data::dtype;
 using dafuse::data::host_array;
-
-//! A directory of its own for one test case, removed with everything in it afterwards.
-struct temp_dir {
-  fs::path dir =
-      fs::temp_directory_path() / ("dafuse_npy_test_" + std::to_string(DAFUSE_TEST_GETPID()));
-  temp_dir() {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~temp_dir() {
-    std::error_code ignored;
-    fs::remove_all(dir, ignored);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  fs::path operator/(std::string_view name) const { return dir / name; }
-};
+using dafuse::test::temp_dir;
 
 using bytes = std::vector<unsigned char>;
 
@@ -131,7 +108,7 @@ TEST_CASE("host_array rows and row_size split the shape into samples and feature
 }
 
 TEST_CASE("save_npy then load_npy gives back float32 arrays of 0, 1 and 3 dimensions") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   check_round_trip<float>(tmp, {}, {3.25f});
   check_round_trip<float>(tmp, {5}, {0.f, -1.5f, 2.f, 1e-30f, 3e38f});
   std::vector<float> cube(2 * 3 * 4);
@@ -140,7 +117,7 @@ TEST_CASE("save_npy then load_npy gives back float32 arrays of 0, 1 and 3 dimens
 }
 
 TEST_CASE("save_npy then load_npy gives back int32 arrays of 0, 1 and 3 dimensions") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   check_round_trip<std::int32_t>(tmp, {}, {-7});
   check_round_trip<std::int32_t>(tmp, {4}, {0, -2147483647 - 1, 2147483647, 9});
   std::vector<std::int32_t> cube(3 * 1 * 2);
@@ -149,7 +126,7 @@ TEST_CASE("save_npy then load_npy gives back int32 arrays of 0, 1 and 3 dimensio
 }
 
 TEST_CASE("save_npy then load_npy gives back uint8 arrays of 0, 1 and 3 dimensions") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   check_round_trip<std::uint8_t>(tmp, {}, {255});
   check_round_trip<std::uint8_t>(tmp, {3}, {0, 128, 255});
   std::vector<std::uint8_t> cube(2 * 2 * 5);
@@ -158,13 +135,13 @@ TEST_CASE("save_npy then load_npy gives back uint8 arrays of 0, 1 and 3 dimensio
 }
 
 TEST_CASE("save_npy and load_npy handle arrays with a zero dimension") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   check_round_trip<float>(tmp, {0, 16}, {});
   check_round_trip<std::int32_t>(tmp, {0}, {});
 }
 
 TEST_CASE("save_npy overwrites an existing file and the host_array overload writes the same") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path path = tmp / "a.npy";
   dafuse::data::save_npy<std::int32_t>(path, {2}, std::vector<std::int32_t>{1, 2});
   const host_array<std::int32_t> a{{2, 2}, {1, 2, 3, 4}};
@@ -175,7 +152,7 @@ TEST_CASE("save_npy overwrites an existing file and the host_array overload writ
 }
 
 TEST_CASE("load_npy reads a version 2.0 file with a 4-byte header length") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path path = tmp / "v2.npy";
   write_bytes(path, make_npy(2, "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }\n",
                              raw_of<std::int32_t>({1, 2, 3, 4, 5, 6})));
@@ -185,7 +162,7 @@ TEST_CASE("load_npy reads a version 2.0 file with a 4-byte header length") {
 }
 
 TEST_CASE("load_npy reads a version 3.0 file") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path path = tmp / "v3.npy";
   write_bytes(path,
               make_npy(3, "{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }\n", {7, 8}));
@@ -193,7 +170,7 @@ TEST_CASE("load_npy reads a version 3.0 file") {
 }
 
 TEST_CASE("load_npy accepts keys in any order, double quotes, odd spacing and trailing commas") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path path = tmp / "odd.npy";
   const bytes data = raw_of<float>({1.f, 2.f, 3.f, 4.f, 5.f, 6.f});
   for (const std::string_view header : {
@@ -210,7 +187,7 @@ TEST_CASE("load_npy accepts keys in any order, double quotes, odd spacing and tr
 }
 
 TEST_CASE("load_npy accepts the shapes (), (5,) and Python 2 longs such as (2L, 1L)") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path path = tmp / "shapes.npy";
   write_bytes(path, make_npy(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (), }\n",
                              raw_of<std::int32_t>({42})));
@@ -224,7 +201,7 @@ TEST_CASE("load_npy accepts the shapes (), (5,) and Python 2 longs such as (2L, 
 }
 
 TEST_CASE("load_npy_as_float converts uint8 and int32 values without scaling") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path path = tmp / "convert.npy";
   dafuse::data::save_npy<std::uint8_t>(path, {2, 2}, std::vector<std::uint8_t>{0, 1, 128, 255});
   host_array<float> a = dafuse::data::load_npy_as_float(path);
@@ -240,7 +217,7 @@ TEST_CASE("load_npy_as_float converts uint8 and int32 values without scaling") {
 }
 
 TEST_CASE("load_npy rejects a file without the NPY magic") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path path = tmp / "not.npy";
   write_bytes(path, {'P', 'K', 3, 4, 0, 0, 0, 0, 0, 0, 0, 0});
   CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
@@ -253,7 +230,7 @@ TEST_CASE("load_npy rejects a file without the NPY magic") {
 }
 
 TEST_CASE("load_npy rejects an unsupported version") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path path = tmp / "v9.npy";
   write_bytes(path, make_npy(9, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }\n",
                              raw_of<float>({1.f})));
@@ -265,7 +242,7 @@ TEST_CASE("load_npy rejects an unsupported version") {
 }
 
 TEST_CASE("load_npy rejects a header length that runs past the end of the file") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path path = tmp / "short_header.npy";
   bytes b = make_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }\n");
   b.resize(b.size() - 20);
@@ -285,7 +262,7 @@ TEST_CASE("load_npy rejects a header length that runs past the end of the file")
 }
 
 TEST_CASE("load_npy rejects data shorter than the shape needs") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path path = tmp / "short_data.npy";
   write_bytes(path, make_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n",
                              raw_of<float>({1.f, 2.f, 3.f, 4.f, 5.f})));
@@ -301,7 +278,7 @@ TEST_CASE("load_npy rejects data shorter than the shape needs") {
 }
 
 TEST_CASE("load_npy rejects extra bytes after the data") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path path = tmp / "long_data.npy";
   write_bytes(path, make_npy(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }\n",
                              {1, 2, 3, 4}));
@@ -314,7 +291,7 @@ TEST_CASE("load_npy rejects extra bytes after the data") {
 }
 
 TEST_CASE("load_npy rejects float64 and big-endian data by their descr") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path path = tmp / "descr.npy";
   write_bytes(path, make_npy(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }\n",
                              bytes(8, 0)));
@@ -333,7 +310,7 @@ TEST_CASE("load_npy rejects float64 and big-endian data by their descr") {
 }
 
 TEST_CASE("load_npy rejects Fortran-order data") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path path = tmp / "fortran.npy";
   write_bytes(path, make_npy(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }\n",
                              raw_of<float>({1.f, 2.f, 3.f, 4.f})));
@@ -345,7 +322,7 @@ TEST_CASE("load_npy rejects Fortran-order data") {
 }
 
 TEST_CASE("load_npy rejects a file whose dtype is not the one requested") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path path = tmp / "floats.npy";
   dafuse::data::save_npy<float>(path, {2}, std::vector<float>{1.f, 2.f});
   CHECK_THROWS_WITH_AS(
@@ -359,18 +336,19 @@ TEST_CASE("load_npy rejects a file whose dtype is not the one requested") {
 }
 
 TEST_CASE("load_npy reports a missing file by name and reason") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path path = tmp / "missing.npy";
   CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
                        doctest::Contains(("dafuse: " + path.string() + ": cannot open").c_str()),
                        dafuse::error);
-  CHECK_THROWS_WITH_AS(dafuse::data::load_npy_as_float(tmp.dir),
-                       doctest::Contains(("dafuse: " + tmp.dir.string() + ": cannot open").c_str()),
-                       dafuse::error);
+  CHECK_THROWS_WITH_AS(
+      dafuse::data::load_npy_as_float(tmp.path()),
+      doctest::Contains(("dafuse: " + tmp.path().string() + ": cannot open").c_str()),
+      dafuse::error);
 }
 
 TEST_CASE("load_npy rejects malformed, negative and overflowing shapes") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path path = tmp / "shape.npy";
   for (const std::string_view shape : {"(2, 3", "[2, 3]", "(2 3)", "(5)", "(,)", "(2,,3)", "(a,)",
                                        "(-2, 3)", "(99999999999999999999999,)", "2"}) {
@@ -392,7 +370,7 @@ TEST_CASE("load_npy rejects malformed, negative and overflowing shapes") {
 }
 
 TEST_CASE("load_npy rejects a header dict with a missing, unknown or repeated key") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path path = tmp / "keys.npy";
   const auto check = [&](std::string_view header, std::string_view field) {
     CAPTURE(header);
@@ -431,7 +409,7 @@ TEST_CASE("parse_npy_header never reads past the bytes it is given") {
 }
 
 TEST_CASE("save_npy rejects values that do not fill the shape and leaves no file behind") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path path = tmp / "bad.npy";
   CHECK_THROWS_WITH_AS(
       dafuse::data::save_npy<float>(path, {2, 3}, std::vector<float>(5)),
@@ -443,7 +421,7 @@ TEST_CASE("save_npy rejects values that do not fill the shape and leaves no file
 }
 
 TEST_CASE("save_npy reports a directory it cannot write to and keeps the old file intact") {
-  temp_dir tmp;
+  temp_dir tmp("npy_test");
   const fs::path missing = tmp / "no_such_dir" / "a.npy";
   CHECK_THROWS_WITH_AS(dafuse::data::save_npy<float>(missing, {1}, std::vector<float>{1.f}),
                        doctest::Contains(("dafuse: " + missing.string() + ": cannot open").c_str()),

@@ -39,7 +39,8 @@ class batch_indices {
         // Without a head that reads target rows the target may be empty; its sampler is unused.
         target_(with_target ? target.rows : 1, seed, rng_stream::target_sampler),
         indices_(std::size_t(with_target ? 2 * check_batch(batch) : check_batch(batch))),
-        batch_(batch) {
+        batch_(batch),
+        width_(source.width) {
     if (!source.has_labels())
       fail(source.origin, "labels", "labels for every source row", "an unlabelled data set");
     if (with_target && source.width != target.width)
@@ -47,8 +48,17 @@ class batch_indices {
            std::to_string(source.width) + " (the source's, " + source.origin + ")",
            std::to_string(target.width));
   }
-  //! Draws the next batch: [0, B) index source rows, [B, 2B) target rows.
-  std::span<const index_t> draw() {
+  //! Draws the next batch for a step input x: [width, rows()] with B labels: [0, B) index source
+  //! rows, [B, 2B) target rows. The shape is checked first, so a rejected call consumes nothing
+  //! of the seeded sequence.
+  template <class T>
+  std::span<const index_t> draw(matrix_view<T> x, std::span<std::int32_t> labels) {
+    if (x.rows != width_ || x.cols != rows() || index_t(labels.size()) != batch_)
+      fail("batcher", "step input",
+           "[" + std::to_string(width_) + ", " + std::to_string(rows()) + "] with " +
+               std::to_string(batch_) + " labels",
+           "[" + std::to_string(x.rows) + ", " + std::to_string(x.cols) + "] with " +
+               std::to_string(labels.size()) + " labels");
     source_.fill(std::span(indices_).first(std::size_t(batch_)));
     if (indices_.size() > std::size_t(batch_)) target_.fill(std::span(indices_).subspan(batch_));
     return indices_;
@@ -66,21 +76,9 @@ class batch_indices {
   epoch_sampler source_, target_;
   std::vector<index_t> indices_;
   index_t batch_;
+  index_t width_;
 };
 
-template <class T>
-void check_batch_shape(matrix_view<T> x,
-                       std::span<std::int32_t> labels,
-                       const dataset& source,
-                       index_t rows,
-                       index_t batch) {
-  if (x.rows != source.width || x.cols != rows || index_t(labels.size()) != batch)
-    fail("batcher", "step input",
-         "[" + std::to_string(source.width) + ", " + std::to_string(rows) + "] with " +
-             std::to_string(batch) + " labels",
-         "[" + std::to_string(x.rows) + ", " + std::to_string(x.cols) + "] with " +
-             std::to_string(labels.size()) + " labels");
-}
 }  // namespace detail
 
 //! Fills a step's input for loader policy `Loader` on `System`.
@@ -107,9 +105,7 @@ class batcher<loader::sync, System> {
 
   template <class T>
   void fill(matrix_view<T> x, std::span<std::int32_t> labels) {
-    // Shape first: a rejected call must not consume a batch of the seeded sequence.
-    detail::check_batch_shape(x, labels, source_, draws_.rows(), draws_.batch());
-    const std::span<const index_t> idx = draws_.draw();
+    const std::span<const index_t> idx = draws_.draw(x, labels);
     const index_t b = draws_.batch(), rows = index_t(idx.size()), w = source_.width;
     for (index_t c = 0; c < rows; ++c) {
       const float* r = (c < b ? source_ : target_).row(idx[c]);
@@ -146,14 +142,11 @@ class batcher<loader::resident, System> {
     if (with_target)
       thrust::copy(target.features.begin(), target.features.end(), target_rows_.storage().begin());
     thrust::copy(source.labels.begin(), source.labels.end(), source_labels_.storage().begin());
-    source_ = &source;
   }
 
   template <class T>
   void fill(matrix_view<T> x, std::span<std::int32_t> labels) {
-    // Shape first: a rejected call must not consume a batch of the seeded sequence.
-    detail::check_batch_shape(x, labels, *source_, draws_.rows(), draws_.batch());
-    const std::span<const index_t> idx = draws_.draw();
+    const std::span<const index_t> idx = draws_.draw(x, labels);
     const index_t b = draws_.batch(), rows = index_t(idx.size()), w = width_;
     thrust::copy(idx.begin(), idx.end(), indices_.storage().begin());
     const index_t* index = indices_.data();
@@ -172,7 +165,6 @@ class batcher<loader::resident, System> {
 
  private:
   index_t width_;
-  const dataset* source_ = nullptr;
   detail::batch_indices draws_;
   buffer<float, System> source_rows_, target_rows_;
   buffer<std::int32_t, System> source_labels_;
