@@ -134,3 +134,38 @@ TEST_CASE("global_norm rejects a max_grad_norm that is zero, negative, NaN or in
     CHECK(s.message.find("clip::none") != std::string::npos);  // the way out
   }
 }
+
+TEST_CASE("clip::value keeps the scales at 1 and bounds every gradient by max_grad_value") {
+  fit_args a;
+  a.max_grad_value = 0.25f;
+  const clip_scales s = dafuse::clip::value::scales(norms_of(example_grads(10.0)), a);
+  CHECK(s.task == 1.0);
+  CHECK(s.discriminator == 1.0);
+  CHECK(s.limit == doctest::Approx(0.25));
+  CHECK(std::isinf(dafuse::clip::none::scales({}, a).limit));
+  a.max_grad_value = 0;
+  CHECK(dafuse::clip::value::can_implement(a).message.find("fit_args.max_grad_value") !=
+        std::string::npos);
+}
+
+TEST_CASE("clip::per_module_norm clips G_f+G_y and G_d against their own norms") {
+  grad_norms n;
+  n.features_sq = 9;  // task norm √(9 + 16) = 5
+  n.classifier_sq = 16;
+  n.discriminator_sq = 0.01;  // discriminator norm 0.1
+  fit_args a;
+  a.max_grad_norm = 2.0f;
+  a.max_grad_norm_discriminator = 0.5f;
+  CHECK(n.task() == doctest::Approx(5.0));
+  CHECK(n.discriminator() == doctest::Approx(0.1));
+  clip_scales s = dafuse::clip::per_module_norm::scales(n, a);
+  CHECK(s.task == doctest::Approx(2.0 / (5.0 + 1e-6)).epsilon(1e-15));
+  CHECK(s.discriminator == 1.0);  // 0.1 < 0.5: untouched
+  a.max_grad_norm_discriminator = 0.05f;
+  s = dafuse::clip::per_module_norm::scales(n, a);
+  CHECK(s.discriminator == doctest::Approx(0.05 / (0.1 + 1e-6)).epsilon(1e-6));
+  CHECK(std::isinf(s.limit));
+  a.max_grad_norm_discriminator = -1;
+  CHECK(dafuse::clip::per_module_norm::can_implement(a).message.find(
+            "fit_args.max_grad_norm_discriminator") != std::string::npos);
+}

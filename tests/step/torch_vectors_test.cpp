@@ -18,13 +18,13 @@ namespace {
 using torch_net = df::nn::dann_net<df::nn::mlp<6, 8, 5, df::nn::relu>,
                                    df::nn::linear<5, 3>,
                                    df::nn::mlp<5, 4, 1, df::nn::relu>>;
-template <class Clip>
+template <class Clip, class Optim = df::optim::sgd>
 using torch_step = df::train_step<torch_net,
                                   df::loader::sync,
                                   df::precision::fp32,
                                   Clip,
                                   df::head::dann<df::schedule::constant>,
-                                  df::optim::sgd>;
+                                  Optim>;
 
 const std::filesystem::path vectors = df::test::source_dir() / "tests" / "data" / "torch";
 
@@ -49,18 +49,41 @@ std::vector<float> to_dafuse_layout(const std::vector<float>& torch_flat) {
   return out;
 }
 
-template <class Clip>
-void check_variant(const std::string& variant, bool nesterov) {
+// The first set of vectors: SGD with λ, lr, momentum, wd, max_norm from hyper.npy.
+df::fit_args sgd_args(bool nesterov) {
   const std::vector<float> hyper = load("hyper");  // λ, lr, momentum, wd, max_norm, steps
-  df::fit_args args{.steps = 1000,
-                    .batch = 4,
-                    .lr = hyper[1],
-                    .momentum = hyper[2],
-                    .nesterov = nesterov,
-                    .weight_decay = hyper[3],
-                    .max_grad_norm = hyper[4],
-                    .lambda_max = hyper[0]};
-  torch_step<Clip> step(args);
+  return {.steps = 1000,
+          .batch = 4,
+          .lr = hyper[1],
+          .momentum = hyper[2],
+          .nesterov = nesterov,
+          .weight_decay = hyper[3],
+          .max_grad_norm = hyper[4],
+          .lambda_max = hyper[0]};
+}
+
+// The later variants: <variant>_hyper.npy = lr, β₁ or momentum, wd, β₂, ε, clip_a, clip_b, and
+// the learning-rate multipliers of G_f, G_y, G_d.
+df::fit_args variant_args(const std::string& variant) {
+  const std::vector<float> h = load(variant + "_hyper");
+  return {.steps = 1000,
+          .batch = 4,
+          .lr = h[0],
+          .momentum = h[1],
+          .weight_decay = h[2],
+          .beta1 = h[1],
+          .beta2 = h[3],
+          .eps = h[4],
+          .lr_mult = {h[7], h[8], h[9]},
+          .max_grad_norm = h[5],
+          .max_grad_norm_discriminator = h[6],
+          .max_grad_value = h[5],
+          .lambda_max = load("hyper")[0]};
+}
+
+template <class Clip, class Optim = df::optim::sgd>
+void check_variant(const std::string& variant, const df::fit_args& args) {
+  torch_step<Clip, Optim> step(args);
   const std::vector<float> initial = to_dafuse_layout(load("initial_params"));
   REQUIRE(initial.size() == std::size_t(torch_net::param_count));
   std::copy(initial.begin(), initial.end(), step.parameters().begin());
@@ -73,7 +96,7 @@ void check_variant(const std::string& variant, bool nesterov) {
   const auto ys = df::data::load_npy<std::int32_t>(vectors / "y_source.npy").values;
   std::copy(ys.begin(), ys.end(), step.source_labels().begin());
 
-  for (int k = 1; k <= int(hyper[5]); ++k) {
+  for (int k = 1; k <= 2; ++k) {
     CAPTURE(variant);
     CAPTURE(k);
     const std::string prefix = variant + "_step" + std::to_string(k) + "_";
@@ -82,7 +105,12 @@ void check_variant(const std::string& variant, bool nesterov) {
     CHECK(r.label_loss == doctest::Approx(losses[0]).epsilon(1e-5));
     CHECK(r.domain_loss == doctest::Approx(losses[1]).epsilon(1e-5));
     CHECK(r.grad_norm == doctest::Approx(losses[2]).epsilon(1e-5));
-    CHECK(r.lambda == doctest::Approx(hyper[0]));
+    CHECK(r.lambda == doctest::Approx(args.lambda_max));
+    if (variant == "per_module") {
+      const std::vector<float> norms = load(prefix + "module_norms");
+      CHECK(r.task_grad_norm == doctest::Approx(norms[0]).epsilon(1e-5));
+      CHECK(r.discriminator_grad_norm == doctest::Approx(norms[1]).epsilon(1e-5));
+    }
 
     const std::vector<float> grads = to_dafuse_layout(load(prefix + "grads"));
     CHECK(df::test::max_relative_error(step.gradients(), std::span<const float>(grads)) < 1e-5);
@@ -95,13 +123,33 @@ void check_variant(const std::string& variant, bool nesterov) {
 }  // namespace
 
 TEST_CASE("two DANN SGD steps with momentum and weight decay match PyTorch") {
-  check_variant<df::clip::none>("noclip", false);
+  check_variant<df::clip::none>("noclip", sgd_args(false));
 }
 
 TEST_CASE("two DANN SGD steps with global-norm clipping match PyTorch's clip_grad_norm_") {
-  check_variant<df::clip::global_norm>("clip", false);
+  check_variant<df::clip::global_norm>("clip", sgd_args(false));
 }
 
 TEST_CASE("two DANN SGD steps with Nesterov momentum match PyTorch") {
-  check_variant<df::clip::none>("nesterov", true);
+  check_variant<df::clip::none>("nesterov", sgd_args(true));
+}
+
+TEST_CASE("two DANN Adam steps with L2 weight decay match torch.optim.Adam") {
+  check_variant<df::clip::none, df::optim::adam>("adam", variant_args("adam"));
+}
+
+TEST_CASE("two DANN AdamW steps with decoupled decay and norm clipping match torch.optim.AdamW") {
+  check_variant<df::clip::global_norm, df::optim::adamw>("adamw", variant_args("adamw"));
+}
+
+TEST_CASE("per-module learning-rate multipliers match PyTorch parameter groups") {
+  check_variant<df::clip::none>("sgd_lr_mult", variant_args("sgd_lr_mult"));
+}
+
+TEST_CASE("clip::value matches torch.nn.utils.clip_grad_value_") {
+  check_variant<df::clip::value>("clip_value", variant_args("clip_value"));
+}
+
+TEST_CASE("clip::per_module_norm matches clip_grad_norm_ over G_f+G_y and over G_d apart") {
+  check_variant<df::clip::per_module_norm>("per_module", variant_args("per_module"));
 }

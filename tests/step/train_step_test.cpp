@@ -151,3 +151,16 @@ TEST_CASE("predict returns the argmax of the classifier's logits, in chunks") {
     CHECK(predicted[n] == std::int32_t(std::max_element(z.begin(), z.end()) - z.begin()));
   }
 }
+
+TEST_CASE("can_implement checks the Adam fields and the learning-rate multipliers") {
+  using adam_step = df::train_step<net, df::loader::sync, df::precision::fp32, df::clip::none,
+                                   df::head::dann<>, df::optim::adam>;
+  CHECK(adam_step::can_implement({}).message.empty());
+  CHECK(adam_step::can_implement({.beta1 = 1.0f}).message.find("fit_args.beta1") !=
+        std::string::npos);
+  CHECK(adam_step::can_implement({.beta2 = -0.1f}).message.find("fit_args.beta2") !=
+        std::string::npos);
+  CHECK(adam_step::can_implement({.eps = 0}).message.find("fit_args.eps") != std::string::npos);
+  CHECK(adam_step::can_implement({.lr_mult = {.discriminator = -1}})
+            .message.find("fit_args.lr_mult") != std::string::npos);
+}

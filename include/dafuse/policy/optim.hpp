@@ -73,6 +73,83 @@ struct sgd {
   }
 };
 
+namespace detail {
+inline status check_unit_interval(float v, const char* field) {
+  if (!(v >= 0 && v < 1))
+    return {std::string("fit_args.") + field + ": expected a value in [0, 1), found " +
+            std::to_string(v)};
+  return status::ok();
+}
+}  // namespace detail
+
+//! Adam (Kingma & Ba 2015) with PyTorch's torch.optim.Adam / AdamW semantics, step t = i + 1:
+//!   Adam:  g ← g + wd·θ          AdamW: θ ← θ·(1 − lr·wd)   (decoupled: Loshchilov & Hutter 2019)
+//!   m ← β₁m + (1 − β₁)g;  v ← β₂v + (1 − β₂)g²
+//!   θ ← θ − (lr / (1 − β₁ᵗ)) · m / (√v / √(1 − β₂ᵗ) + ε)
+//! State per parameter: m, then v (at stride `state_stride`).
+template <bool Decoupled>
+struct adam_rule {
+  using optim_tag = void;                                    //!< fills the optimizer slot
+  static constexpr index_t state_per_param = 2;              //!< m and v
+  static constexpr bool decoupled_weight_decay = Decoupled;  //!< AdamW when true
+
+  //! The per-step constants of the update.
+  template <class T>
+  struct coefficients {
+    T lr;                //!< learning rate of this step (scheduled, times the module's multiplier)
+    T beta1, beta2;      //!< moment decays
+    T eps;               //!< added to the corrected √v
+    T weight_decay;      //!< wd
+    T step_size;         //!< lr / (1 − β₁ᵗ)
+    T correction2_sqrt;  //!< √(1 − β₂ᵗ)
+  };
+
+  template <class T>
+  static coefficients<T> make(const fit_args& a, double lr, index_t step_index) {
+    const double t = double(step_index + 1);
+    const double correction1 = 1.0 - std::pow(double(a.beta1), t);
+    const double correction2 = 1.0 - std::pow(double(a.beta2), t);
+    return {T(lr),
+            T(a.beta1),
+            T(a.beta2),
+            T(a.eps),
+            T(a.weight_decay),
+            T(lr / correction1),
+            T(std::sqrt(correction2))};
+  }
+
+  //! Updates θ = params[i] given its clipped gradient g; m = state[i], v = state[stride + i].
+  template <class T>
+  DAFUSE_HOST_DEVICE static void update(
+      index_t i, T g, T* params, T* state, index_t state_stride, const coefficients<T>& c) {
+    T& theta = params[i];
+    if constexpr (Decoupled)
+      theta *= T(1) - c.lr * c.weight_decay;
+    else
+      g += c.weight_decay * theta;
+    T& m = state[i];
+    T& v = state[state_stride + i];
+    m = c.beta1 * m + (T(1) - c.beta1) * g;
+    v = c.beta2 * v + (T(1) - c.beta2) * g * g;
+    theta -= c.step_size * m / (std::sqrt(v) / c.correction2_sqrt + c.eps);
+  }
+
+  static status can_implement(const fit_args& a) {
+    for (const status& s : {detail::check_unit_interval(a.beta1, "beta1"),
+                            detail::check_unit_interval(a.beta2, "beta2")})
+      if (!s) return s;
+    if (!(a.eps > 0) || !std::isfinite(a.eps))
+      return {"fit_args.eps: expected a finite value > 0, found " + std::to_string(a.eps)};
+    if (!(a.weight_decay >= 0) || !std::isfinite(a.weight_decay))
+      return {"fit_args.weight_decay: expected a finite value >= 0, found " +
+              std::to_string(a.weight_decay)};
+    return status::ok();
+  }
+};
+
+using adam = adam_rule<false>;  //!< Adam, L2 penalty added to the gradient (torch.optim.Adam)
+using adamw = adam_rule<true>;  //!< AdamW, decoupled weight decay (torch.optim.AdamW)
+
 }  // namespace dafuse::optim
 
 namespace dafuse {
@@ -87,5 +164,7 @@ concept optim_policy = requires(const fit_args& a, float* p) {
 };
 
 static_assert(optim_policy<optim::sgd>);
+static_assert(optim_policy<optim::adam>);
+static_assert(optim_policy<optim::adamw>);
 
 }  // namespace dafuse

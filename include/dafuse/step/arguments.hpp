@@ -11,6 +11,13 @@
 
 namespace dafuse {
 
+//! One number per module of a DANN network (G_f, G_y, G_d).
+struct module_factors {
+  float features = 1.0f;       //!< G_f
+  float classifier = 1.0f;     //!< G_y
+  float discriminator = 1.0f;  //!< G_d
+};
+
 //! Everything a step and `fit` read at run time. Policies that do not use a field ignore it;
 //! each policy's `can_implement` checks the fields it does use. Defaults follow PyTorch's where
 //! PyTorch has one (SGD: no momentum, no dampening, no weight decay).
@@ -21,10 +28,17 @@ struct fit_args {
   float momentum = 0.0f;       //!< optim::sgd: momentum μ
   float dampening = 0.0f;      //!< optim::sgd: dampening of the momentum buffer
   bool nesterov = false;       //!< optim::sgd: Nesterov momentum (needs μ > 0, dampening 0)
-  float weight_decay = 0.0f;   //!< optim::sgd: L2 penalty added to the gradient
-  float max_grad_norm = 1.0f;  //!< clip::global_norm: largest L2 norm of all gradients
-  float lambda_max = 1.0f;     //!< head::dann: λ(p) = lambda_max · schedule λ(p)
-  std::uint64_t seed = 0;      //!< initialisation and sampling; same seed → same result
+  float weight_decay = 0.0f;   //!< L2 penalty (sgd, adam) or decoupled decay rate (adamw)
+  float beta1 = 0.9f;          //!< optim::adam/adamw: decay of the first moment
+  float beta2 = 0.999f;        //!< optim::adam/adamw: decay of the second moment
+  float eps = 1e-8f;           //!< optim::adam/adamw: added to √v̂
+  module_factors lr_mult{};    //!< per-module learning-rate multipliers (e.g. 10 for new heads)
+  float max_grad_norm = 1.0f;  //!< clip::global_norm: largest L2 norm of all gradients;
+                               //!< clip::per_module_norm: of G_f and G_y together
+  float max_grad_norm_discriminator = 1.0f;  //!< clip::per_module_norm: of G_d
+  float max_grad_value = 1.0f;  //!< clip::value: gradients are clamped to ±max_grad_value
+  float lambda_max = 1.0f;      //!< head::dann: λ(p) = lambda_max · schedule λ(p)
+  std::uint64_t seed = 0;       //!< initialisation and sampling; same seed → same result
   nn::weight_init init = nn::weight_init::glorot_he;  //!< initialisation scheme (nn/init.hpp)
   index_t eval_chunk = 1024;                          //!< samples per forward pass when evaluating
 };

@@ -28,6 +28,7 @@
 #include <dafuse/step/arguments.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -46,11 +47,14 @@ struct is_dann_net<nn::dann_net<F, Y, D>> : std::true_type {};
 //! What one step reports: its losses before the update, the gradient norm before clipping, and
 //! the scheduled values it used.
 struct step_report {
-  double label_loss = 0;   //!< L_y: mean softmax cross-entropy over the source rows
-  double domain_loss = 0;  //!< L_d: mean BCE over source and target rows (0 without G_d)
-  double grad_norm = 0;    //!< ‖∂L/∂θ‖ over all trained parameters, before clipping
-  double lambda = 0;       //!< λ of the reversal this step
-  double lr = 0;           //!< learning rate this step
+  double label_loss = 0;      //!< L_y: mean softmax cross-entropy over the source rows
+  double domain_loss = 0;     //!< L_d: mean BCE over source and target rows (0 without G_d)
+  double grad_norm = 0;       //!< ‖∂L/∂θ‖ over all trained parameters, before clipping
+  double task_grad_norm = 0;  //!< the same over G_f and G_y
+  double discriminator_grad_norm = 0;  //!< the same over G_d (0 without it)
+  bool skipped = false;  //!< the update was skipped (never, until loss-scaled precisions)
+  double lambda = 0;     //!< λ of the reversal this step
+  double lr = 0;         //!< learning rate this step
 };
 
 template <class Net,
@@ -118,6 +122,9 @@ class train_step {
       return {"fit_args.steps: expected at least 1 step, found " + std::to_string(a.steps)};
     if (!(a.lr > 0) || !std::isfinite(a.lr))
       return {"fit_args.lr: expected a finite learning rate > 0, found " + std::to_string(a.lr)};
+    for (const float m : {a.lr_mult.features, a.lr_mult.classifier, a.lr_mult.discriminator})
+      if (!(m >= 0) || !std::isfinite(m))
+        return {"fit_args.lr_mult: expected finite multipliers >= 0, found " + std::to_string(m)};
     if (a.eval_chunk < 1)
       return {"fit_args.eval_chunk: expected at least 1, found " + std::to_string(a.eval_chunk)};
     for (const status& s :
@@ -187,15 +194,26 @@ class train_step {
 
   //! One training step on input() and source_labels(): forward, losses, backward, clip, update.
   step_report run() {
-    const double p = double(step_index_) / double(args_.steps);
-    const double lambda = adversarial ? double(args_.lambda_max) * schedule_type::lambda(p) : 0.0;
-    const double lr = double(args_.lr) * schedule_type::lr_factor(p);
+    const progress now{step_index_, args_.steps};
+    const double lambda = adversarial ? double(args_.lambda_max) * schedule_type::lambda(now) : 0.0;
+    const double lr = double(args_.lr) * schedule_type::lr_factor(now);
     step_report report = compute_gradients(lambda);
     report.lr = lr;
+    const clip_scales clip = Clip::scales(norms_, args_);
+    using region = backend::generic::update_region<Optim, value_type>;
+    const auto module = [&](index_t begin, index_t end, double scale, float lr_mult) {
+      return region{begin, end, value_type(scale),
+                    Optim::template make<value_type>(args_, lr * double(lr_mult), step_index_)};
+    };
+    const std::array<region, 3> regions{
+        module(Net::features_offset, Net::classifier_offset, clip.task, args_.lr_mult.features),
+        module(Net::classifier_offset, Net::discriminator_offset, clip.task,
+               args_.lr_mult.classifier),
+        // Without an adversarial head G_d is not trained: an empty range.
+        module(Net::discriminator_offset, trained_param_count, clip.discriminator,
+               args_.lr_mult.discriminator)};
     backend::generic::update_parameters<Optim, System>(
-        params_.data(), grads_.data(), optim_state_.data(), trained_param_count,
-        Net::task_param_count, Clip::scales(norms_, args_),
-        Optim::template make<value_type>(args_, lr, step_index_));
+        params_.data(), grads_.data(), optim_state_.data(), Net::param_count, regions, clip.limit);
     ++step_index_;
     return report;
   }
@@ -239,6 +257,8 @@ class train_step {
     norms_.features_sq = gen::backward<feature_stack>(
         p + Net::features_offset, g + Net::features_offset, x, features_, gemm_);
     report.grad_norm = norms_.global();
+    report.task_grad_norm = norms_.task();
+    report.discriminator_grad_norm = norms_.discriminator();
     return report;
   }
 
