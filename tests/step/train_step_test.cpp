@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace df = dafuse;
@@ -163,4 +164,21 @@ TEST_CASE("can_implement checks the Adam fields and the learning-rate multiplier
   CHECK(adam_step::can_implement({.eps = 0}).message.find("fit_args.eps") != std::string::npos);
   CHECK(adam_step::can_implement({.lr_mult = {.discriminator = -1}})
             .message.find("fit_args.lr_mult") != std::string::npos);
+}
+
+TEST_CASE("a step whose gradients are not finite is skipped and leaves the parameters intact") {
+  dann_step s(df::fit_args{.batch = 4, .lr = 0.1f, .momentum = 0.9f});
+  random_batch(s, 3);
+  s.run();  // a normal step first, so the momentum buffers hold values
+  const std::vector<float> before(s.parameters().begin(), s.parameters().end());
+  s.input().data[5] = std::numeric_limits<float>::quiet_NaN();
+  const df::step_report r = s.run();
+  CHECK(r.skipped);
+  CHECK_FALSE(std::isfinite(r.grad_norm));
+  CHECK(std::equal(before.begin(), before.end(), s.parameters().begin()));
+  CHECK(s.step_index() == 2);
+  random_batch(s, 4);
+  const df::step_report next = s.run();
+  CHECK_FALSE(next.skipped);
+  CHECK(std::isfinite(next.label_loss));
 }

@@ -52,7 +52,7 @@ struct step_report {
   double grad_norm = 0;       //!< ‖∂L/∂θ‖ over all trained parameters, before clipping
   double task_grad_norm = 0;  //!< the same over G_f and G_y
   double discriminator_grad_norm = 0;  //!< the same over G_d (0 without it)
-  bool skipped = false;  //!< the update was skipped (never, until loss-scaled precisions)
+  bool skipped = false;  //!< no update: the gradients were not finite (parameters untouched)
   double lambda = 0;     //!< λ of the reversal this step
   double lr = 0;         //!< learning rate this step
 };
@@ -199,6 +199,13 @@ class train_step {
     const double lr = double(args_.lr) * schedule_type::lr_factor(now);
     step_report report = compute_gradients(lambda);
     report.lr = lr;
+    // A non-finite gradient (an overflow, a NaN that reached the batch) would corrupt every
+    // parameter it touches: skip the update instead and say so; the schedule still advances.
+    if (!std::isfinite(report.grad_norm)) {
+      report.skipped = true;
+      ++step_index_;
+      return report;
+    }
     const clip_scales clip = Clip::scales(norms_, args_);
     using region = backend::generic::update_region<Optim, value_type>;
     const auto module = [&](index_t begin, index_t end, double scale, float lr_mult) {

@@ -22,6 +22,7 @@ struct fit_result {
   double source_accuracy = 0;      //!< on the source training rows
   double seconds = 0;              //!< wall time of the training loop (not of the evaluation)
   index_t steps = 0;               //!< steps taken
+  index_t skipped_steps = 0;       //!< steps whose update was skipped for non-finite gradients
   step_report last;                //!< the last step's report
   std::vector<double> parameters;  //!< trained parameters (the step's flat layout)
 };
@@ -58,6 +59,7 @@ fit_result fit(Step& step, const data::dataset& source, const data::dataset& tar
   for (index_t t = 0; t < args.steps; ++t) {
     batches.fill(step.input(), step.source_labels());
     r.last = step.run();
+    r.skipped_steps += r.last.skipped;
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.steps = args.steps;
