@@ -2,8 +2,9 @@
 //! @file dafuse.hpp
 //! @brief The umbrella header: everything a user needs to describe, train and evaluate a DANN.
 #pragma once
-#include <dafuse/backend/select.hpp>
 #include <dafuse/config.hpp>
+
+#include <dafuse/backend/select.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>

@@ -9,10 +9,11 @@
 //! the gradients as they are produced; then one pass that clips and updates every parameter.
 //! Nothing is allocated after construction.
 #pragma once
+#include <dafuse/config.hpp>
+
 #include <dafuse/backend/generic/dense.hpp>
 #include <dafuse/backend/generic/update.hpp>
 #include <dafuse/backend/select.hpp>
-#include <dafuse/config.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/rng.hpp>

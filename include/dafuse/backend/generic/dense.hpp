@@ -9,8 +9,9 @@
 //! in cache; the squared norm of each gradient block is accumulated right after the block is
 //! written, so clipping needs no second pass over the gradients.
 #pragma once
-#include <dafuse/backend/generic/gemm.hpp>
 #include <dafuse/config.hpp>
+
+#include <dafuse/backend/generic/gemm.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
