@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file core/meta.hpp
-//! @brief Small compile-time helpers: dependent_false, index type, compile-time sums.
+//! @brief Small compile-time helpers: the index type and dependent_false.
 #pragma once
 #include <dafuse/config.hpp>
 
@@ -15,9 +15,5 @@ using index_t = std::ptrdiff_t;
 //! `static_assert(dependent_false<T>, "dafuse: ...")` fails only when the template is used.
 template <class...>
 inline constexpr bool dependent_false = false;
-
-//! Marks a value as used for the compiler without running anything.
-template <class... T>
-constexpr void unused(const T&...) noexcept {}
 
 }  // namespace dafuse

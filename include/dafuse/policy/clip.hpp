@@ -45,11 +45,9 @@ inline double norm_clip_scale(double norm, double max_norm) {
   const double coefficient = max_norm / (norm + 1e-6);
   return coefficient < 1 ? coefficient : 1;
 }
-inline status check_positive(float value, const char* field, const char* policy) {
-  if (!(value > 0) || !std::isfinite(value))
-    return {std::string("fit_args.") + field + ": expected a finite value > 0 for " + policy +
-            ", found " + std::to_string(value) + " (use clip::none to train without clipping)"};
-  return status::ok();
+//! A clipping bound: finite and > 0, with the way out named.
+inline status check_bound(float value, const char* field, const char* policy) {
+  return check_positive(value, field, policy, "(use clip::none to train without clipping)");
 }
 }  // namespace detail
 
@@ -73,7 +71,7 @@ struct global_norm {
     return {s, s};
   }
   static status can_implement(const fit_args& a) {
-    return detail::check_positive(a.max_grad_norm, "max_grad_norm", "clip::global_norm");
+    return detail::check_bound(a.max_grad_norm, "max_grad_norm", "clip::global_norm");
   }
 };
 
@@ -84,7 +82,7 @@ struct value {
     return {1, 1, double(a.max_grad_value)};
   }
   static status can_implement(const fit_args& a) {
-    return detail::check_positive(a.max_grad_value, "max_grad_value", "clip::value");
+    return detail::check_bound(a.max_grad_value, "max_grad_value", "clip::value");
   }
 };
 
@@ -98,12 +96,11 @@ struct per_module_norm {
             detail::norm_clip_scale(n.discriminator(), a.max_grad_norm_discriminator)};
   }
   static status can_implement(const fit_args& a) {
-    if (status s =
-            detail::check_positive(a.max_grad_norm, "max_grad_norm", "clip::per_module_norm");
+    if (status s = detail::check_bound(a.max_grad_norm, "max_grad_norm", "clip::per_module_norm");
         !s)
       return s;
-    return detail::check_positive(a.max_grad_norm_discriminator, "max_grad_norm_discriminator",
-                                  "clip::per_module_norm");
+    return detail::check_bound(a.max_grad_norm_discriminator, "max_grad_norm_discriminator",
+                               "clip::per_module_norm");
   }
 };
 

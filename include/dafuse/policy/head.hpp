@@ -35,10 +35,7 @@ struct dann {
   using schedule_type = Schedule;            //!< λ and learning-rate schedule
   static constexpr bool adversarial = true;  //!< runs G_d on source and target rows
   static status can_implement(const fit_args& a) {
-    if (!(a.lambda_max >= 0) || !std::isfinite(a.lambda_max))
-      return {"fit_args.lambda_max: expected a finite value >= 0 for head::dann, found " +
-              std::to_string(a.lambda_max)};
-    return status::ok();
+    return detail::check_non_negative(a.lambda_max, "lambda_max", "head::dann");
   }
 };
 

@@ -56,14 +56,11 @@ struct sgd {
   }
 
   static status can_implement(const fit_args& a) {
-    if (!(a.momentum >= 0) || !std::isfinite(a.momentum))
-      return {"fit_args.momentum: expected a finite value >= 0, found " +
-              std::to_string(a.momentum)};
-    if (!(a.weight_decay >= 0) || !std::isfinite(a.weight_decay))
-      return {"fit_args.weight_decay: expected a finite value >= 0, found " +
-              std::to_string(a.weight_decay)};
-    if (!std::isfinite(a.dampening))
-      return {"fit_args.dampening: expected a finite value, found " + std::to_string(a.dampening)};
+    for (const status& s : {dafuse::detail::check_non_negative(a.momentum, "momentum"),
+                            dafuse::detail::check_non_negative(a.weight_decay, "weight_decay"),
+                            dafuse::detail::check_field(std::isfinite(a.dampening), a.dampening,
+                                                        "dampening", "a finite value")})
+      if (!s) return s;
     if (a.nesterov && (a.momentum <= 0 || a.dampening != 0))
       return {
           "fit_args.nesterov: Nesterov momentum needs momentum > 0 and dampening = 0 (as in "
@@ -72,15 +69,6 @@ struct sgd {
     return status::ok();
   }
 };
-
-namespace detail {
-inline status check_unit_interval(float v, const char* field) {
-  if (!(v >= 0 && v < 1))
-    return {std::string("fit_args.") + field + ": expected a value in [0, 1), found " +
-            std::to_string(v)};
-  return status::ok();
-}
-}  // namespace detail
 
 //! Adam (Kingma & Ba 2015) with PyTorch's torch.optim.Adam / AdamW semantics, step t = i + 1:
 //!   Adam:  g ← g + wd·θ          AdamW: θ ← θ·(1 − lr·wd)   (decoupled: Loshchilov & Hutter 2019)
@@ -135,15 +123,11 @@ struct adam_rule {
   }
 
   static status can_implement(const fit_args& a) {
-    for (const status& s : {detail::check_unit_interval(a.beta1, "beta1"),
-                            detail::check_unit_interval(a.beta2, "beta2")})
+    for (const status& s : {dafuse::detail::check_unit_interval(a.beta1, "beta1"),
+                            dafuse::detail::check_unit_interval(a.beta2, "beta2")})
       if (!s) return s;
-    if (!(a.eps > 0) || !std::isfinite(a.eps))
-      return {"fit_args.eps: expected a finite value > 0, found " + std::to_string(a.eps)};
-    if (!(a.weight_decay >= 0) || !std::isfinite(a.weight_decay))
-      return {"fit_args.weight_decay: expected a finite value >= 0, found " +
-              std::to_string(a.weight_decay)};
-    return status::ok();
+    if (status s = dafuse::detail::check_positive(a.eps, "eps"); !s) return s;
+    return dafuse::detail::check_non_negative(a.weight_decay, "weight_decay");
   }
 };
 

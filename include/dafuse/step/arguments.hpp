@@ -6,6 +6,7 @@
 #include <dafuse/core/meta.hpp>
 #include <dafuse/nn/init.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -50,5 +51,40 @@ struct status {
   explicit operator bool() const { return message.empty(); }
   static status ok() { return {}; }
 };
+
+namespace detail {
+//! The wording every argument check uses:
+//! `fit_args.<field>: expected <what>[ for <policy>], found <value>[ <advice>]`, or success.
+inline status check_field(bool ok,
+                          float value,
+                          const char* field,
+                          const char* what,
+                          const char* policy = nullptr,
+                          const char* advice = nullptr) {
+  if (ok) return status::ok();
+  std::string m = std::string("fit_args.") + field + ": expected " + what;
+  if (policy) m.append(" for ").append(policy);
+  m.append(", found ").append(std::to_string(value));
+  if (advice) m.append(" ").append(advice);
+  return {m};
+}
+//! A finite value ≥ 0.
+inline status check_non_negative(float value, const char* field, const char* policy = nullptr) {
+  return check_field(value >= 0 && std::isfinite(value), value, field, "a finite value >= 0",
+                     policy);
+}
+//! A finite value > 0.
+inline status check_positive(float value,
+                             const char* field,
+                             const char* policy = nullptr,
+                             const char* advice = nullptr) {
+  return check_field(value > 0 && std::isfinite(value), value, field, "a finite value > 0", policy,
+                     advice);
+}
+//! A value in [0, 1), such as a moment decay.
+inline status check_unit_interval(float value, const char* field) {
+  return check_field(value >= 0 && value < 1, value, field, "a value in [0, 1)");
+}
+}  // namespace detail
 
 }  // namespace dafuse
