@@ -53,6 +53,7 @@ inline summary summarize(const std::vector<double>& v) {
 struct comparison {
   std::vector<double> source_only, dann;  //!< target accuracy per seed
   double seconds = 0;                     //!< training time of all runs
+  long skipped_steps = 0;                 //!< updates skipped for non-finite gradients
 };
 
 //! Trains `SourceOnlyStep` and `DannStep` from the same arguments for each seed (args_for(seed)
@@ -70,6 +71,7 @@ comparison compare_heads(const dafuse::data::dataset& source,
     c.source_only.push_back(so.target_accuracy);
     c.dann.push_back(da.target_accuracy);
     c.seconds += so.seconds + da.seconds;
+    c.skipped_steps += long(so.skipped_steps + da.skipped_steps);
     std::printf("seed %ld: source-only %.2f %% (%.3f s)   DANN %.2f %% (%.3f s)\n", seed,
                 100 * so.target_accuracy, so.seconds, 100 * da.target_accuracy, da.seconds);
   }

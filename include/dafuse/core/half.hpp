@@ -64,4 +64,22 @@ inline float round_to_fp16(float x) {
 //! Largest finite fp16 value.
 inline constexpr float fp16_max = 65504.0f;
 
+//! The formats a step can store its values in.
+enum class number_format { fp64, fp32, bf16, fp16 };
+
+//! `x` rounded to format F (values already of F's precision or wider formats pass unchanged).
+template <number_format F, class T>
+inline T round_to(T x) {
+  if constexpr (F == number_format::bf16)
+    return T(round_to_bf16(float(x)));
+  else if constexpr (F == number_format::fp16)
+    return T(round_to_fp16(float(x)));
+  else
+    return x;
+}
+
+//! Whether values stored in format F need rounding from fp32 (a 16-bit format).
+template <number_format F>
+inline constexpr bool is_narrow = F == number_format::bf16 || F == number_format::fp16;
+
 }  // namespace dafuse

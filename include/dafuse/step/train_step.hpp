@@ -8,10 +8,19 @@
 //! backward of both, with the reversal's −λ folded into G_d's input gradient; the squared norms of
 //! the gradients as they are produced; then one pass that clips and updates every parameter.
 //! Nothing is allocated after construction.
+//!
+//! Mixed precision (policy/precision.hpp): the batch, a working copy of the weights, every layer
+//! output, every δ and every parameter gradient are rounded to the 16-bit format as they are
+//! written. With a loss scaler the loss gradient is multiplied by S; the gradients' squared norms,
+//! accumulated as they are written, are divided by S² (so clipping sees unscaled norms and a
+//! non-finite norm is the overflow check), and 1/S joins the clip scale that the update pass
+//! multiplies each gradient by: unscaling, the overflow check and clipping cost no pass of their
+//! own, and the step always unscales before it clips.
 #pragma once
 #include <dafuse/config.hpp>
 
 #include <dafuse/backend/generic/dense.hpp>
+#include <dafuse/backend/generic/products.hpp>
 #include <dafuse/backend/generic/update.hpp>
 #include <dafuse/backend/select.hpp>
 #include <dafuse/core/buffer.hpp>
@@ -56,6 +65,7 @@ struct step_report {
   bool skipped = false;  //!< no update: the gradients were not finite (parameters untouched)
   double lambda = 0;     //!< λ of the reversal this step
   double lr = 0;         //!< learning rate this step
+  double loss_scale = 1;  //!< S the loss was scaled by this step (1 without a loss scaler)
 };
 
 template <class Net,
@@ -76,7 +86,8 @@ class train_step {
                 "or loader::resident; the order is <Net, Loader, Precision, Clip, Head, Optim>");
   static_assert(precision_policy<Precision>,
                 "dafuse: train_step's 3rd argument must be a precision policy such as "
-                "precision::fp32; the order is <Net, Loader, Precision, Clip, Head, Optim>");
+                "precision::fp32 or precision::bf16; the order is <Net, Loader, Precision, Clip, "
+                "Head, Optim>");
   static_assert(clip_policy<Clip>,
                 "dafuse: train_step's 4th argument must be a clip policy such as clip::none or "
                 "clip::global_norm; the order is <Net, Loader, Precision, Clip, Head, Optim>");
@@ -102,6 +113,10 @@ class train_step {
   using schedule_type = typename Head::schedule_type;           //!< λ and lr schedule
   using value_type = typename Precision::master_type;           //!< parameters and activations
   using accumulate_type = typename Precision::accumulate_type;  //!< sums
+  using loss_scale_type = typename Precision::loss_scale_type;  //!< how S is chosen
+  //! Format every stored value is rounded to (fp32/fp64: none, bf16/fp16: a 16-bit one).
+  static constexpr number_format compute_format = Precision::compute_format;
+  static constexpr bool mixed = is_narrow<compute_format>;  //!< a 16-bit compute format
   using arguments = fit_args;                                   //!< run-time values
   using feature_stack = typename Net::feature_stack;
   using classifier_stack = typename Net::classifier_stack;
@@ -128,8 +143,8 @@ class train_step {
         return {"fit_args.lr_mult: expected finite multipliers >= 0, found " + std::to_string(m)};
     if (a.eval_chunk < 1)
       return {"fit_args.eval_chunk: expected at least 1, found " + std::to_string(a.eval_chunk)};
-    for (const status& s :
-         {Clip::can_implement(a), Head::can_implement(a), Optim::can_implement(a)})
+    for (const status& s : {Clip::can_implement(a), Head::can_implement(a),
+                            Optim::can_implement(a), loss_scale_type::can_implement(a)})
       if (!s) return s;
     return status::ok();
   }
@@ -139,6 +154,7 @@ class train_step {
     const index_t b = args_.batch;
     const index_t rows = feature_rows();
     params_ = buffer<value_type, System>(Net::param_count);
+    if constexpr (mixed) working_params_ = buffer<value_type, System>(Net::param_count);
     grads_ = buffer<value_type, System>(Net::param_count, value_type(0));
     optim_state_ =
         buffer<value_type, System>(Net::param_count * Optim::state_per_param, value_type(0));
@@ -169,8 +185,7 @@ class train_step {
     const index_t widest = std::max({feature_stack::max_width, classifier_stack::max_width,
                                      discriminator_stack::max_width, input_width});
     const index_t longest = std::max(rows, chunk);
-    gemm_ = backend::generic::gemm_workspace<value_type>(widest, std::max(widest, longest),
-                                                         std::max(widest, longest));
+    gemm_ = products_type(widest, std::max(widest, longest), std::max(widest, longest));
     initialize_parameters(args_.seed);
   }
 
@@ -183,6 +198,7 @@ class train_step {
     nn::initialize<discriminator_stack>(p + Net::discriminator_offset, rng, args_.init);
     optim_state_.fill(value_type(0));
     step_index_ = 0;
+    loss_scale_ = {loss_scale_type::initial(args_), 0};
   }
 
   //! Rows the step reads per call: B source then B target (B only without an adversarial head).
@@ -200,14 +216,21 @@ class train_step {
     const double lr = double(args_.lr) * schedule_type::lr_factor(now);
     step_report report = compute_gradients(lambda);
     report.lr = lr;
-    // A non-finite gradient (an overflow, a NaN that reached the batch) would corrupt every
-    // parameter it touches: skip the update instead and say so; the schedule still advances.
-    if (!std::isfinite(report.grad_norm)) {
+    // A non-finite gradient (an fp16 overflow, a NaN that reached the batch) would corrupt every
+    // parameter it touches: skip the update instead and say so; the schedule still advances and
+    // a dynamic loss scaler backs off.
+    const bool overflow = !std::isfinite(report.grad_norm);
+    loss_scale_type::update(loss_scale_, overflow, args_);
+    if (overflow) {
       report.skipped = true;
       ++step_index_;
       return report;
     }
-    const clip_scales clip = Clip::scales(norms_, args_);
+    // Clip on the unscaled norms, then fold the unscaling 1/S into each module's scale.
+    clip_scales clip = Clip::scales(norms_, args_);
+    const double unscale = 1.0 / report.loss_scale;
+    clip.task *= unscale;
+    clip.discriminator *= unscale;
     using region = backend::generic::update_region<Optim, value_type>;
     const auto module = [&](index_t begin, index_t end, double scale, float lr_mult) {
       return region{begin, end, value_type(scale),
@@ -231,8 +254,9 @@ class train_step {
   step_report compute_gradients(double lambda) {
     namespace gen = backend::generic;
     const index_t b = args_.batch;
-    const value_type* p = params_.data();
+    const value_type* p = working_parameters();
     value_type* g = grads_.data();
+    if constexpr (mixed) round_in_place(input().data, input_width * feature_rows());
     matrix_view<const value_type> x = input();
 
     gen::forward<feature_stack>(p + Net::features_offset, x, features_, gemm_);
@@ -241,6 +265,7 @@ class train_step {
 
     step_report report;
     report.lambda = lambda;
+    report.loss_scale = loss_scale_.scale;
 
     gen::forward<classifier_stack>(p + Net::classifier_offset, h_source, classifier_, gemm_);
     report.label_loss = label_loss_and_gradient();
@@ -264,6 +289,13 @@ class train_step {
         /*accumulate=*/adversarial);
     norms_.features_sq = gen::backward<feature_stack>(
         p + Net::features_offset, g + Net::features_offset, x, features_, gemm_);
+    // The gradients hold S·∂L/∂θ: the norms clipping and the report see are unscaled.
+    if constexpr (loss_scale_type::scales) {
+      const double inverse_sq = 1.0 / (loss_scale_.scale * loss_scale_.scale);
+      norms_.features_sq *= inverse_sq;
+      norms_.classifier_sq *= inverse_sq;
+      norms_.discriminator_sq *= inverse_sq;
+    }
     report.grad_norm = norms_.global();
     report.task_grad_norm = norms_.task();
     report.discriminator_grad_norm = norms_.discriminator();
@@ -274,12 +306,13 @@ class train_step {
   template <class In>
   void predict(const In* rows, index_t n, std::int32_t* classes) {
     namespace gen = backend::generic;
-    const value_type* p = params_.data();
+    const value_type* p = working_parameters();
     for (index_t first = 0; first < n; first += eval_input_.cols) {
       const index_t count = std::min(eval_input_.cols, n - first);
       const In* src = rows + first * input_width;
       value_type* dst = eval_input_.data;
-      for (index_t k = 0; k < count * input_width; ++k) dst[k] = value_type(src[k]);
+      for (index_t k = 0; k < count * input_width; ++k)
+        dst[k] = products_type::round(value_type(src[k]));
       const matrix_view<const value_type> x{dst, input_width, count};
       const auto f = eval_features_.leading(count);
       const auto y = eval_classifier_.leading(count);
@@ -294,8 +327,11 @@ class train_step {
 
   std::span<value_type> parameters() { return {params_.data(), params_.size()}; }
   std::span<const value_type> parameters() const { return {params_.data(), params_.size()}; }
-  //! Raw gradients of the last compute_gradients()/run() (before clipping).
+  //! Raw gradients of the last compute_gradients()/run(), before clipping and still multiplied
+  //! by the loss scale (report.loss_scale; 1 without a loss scaler).
   std::span<const value_type> gradients() const { return {grads_.data(), grads_.size()}; }
+  //! The loss scaler's S and its count of finite steps; S is what the next step scales by.
+  const loss_scale_state& loss_scale() const { return loss_scale_; }
   //! Squared norms of the last gradients, per module.
   const grad_norms& norms() const { return norms_; }
   //! Steps taken since initialisation.
@@ -305,6 +341,26 @@ class train_step {
  private:
   template <class Stack>
   using stack_scratch = backend::generic::stack_scratch<Stack, value_type>;
+  using products_type = backend::generic::products_for<compute_format, value_type>;
+
+  static void round_in_place(value_type* v, index_t n) {
+    for (index_t i = 0; i < n; ++i) v[i] = products_type::round(v[i]);
+  }
+
+  // The weights the products read: the master copy itself, or (mixed precision) a copy rounded
+  // to the compute format, refreshed from the master copy on every call (users may have written
+  // parameters() since the last step).
+  const value_type* working_parameters() {
+    if constexpr (!mixed) {
+      return params_.data();
+    } else {
+      const value_type* master = params_.data();
+      value_type* working = working_params_.data();
+      for (index_t i = 0; i < Net::param_count; ++i)
+        working[i] = products_type::round(master[i]);
+      return working;
+    }
+  }
 
   static const fit_args& checked(const fit_args& a) {
     if (const status s = can_implement(a); !s) throw error(s.message);
@@ -317,7 +373,8 @@ class train_step {
     const matrix_view<value_type> z = classifier_.output();
     const matrix_view<value_type> dz = classifier_.output_gradient();
     const std::int32_t* y = labels_.data();
-    const value_type scale = value_type(1) / value_type(b);
+    // δz = S/B · (softmax(z) − onehot(y)): the loss scale enters here and nowhere else.
+    const value_type scale = value_type(loss_scale_.scale / double(b));
     double sum = 0;
     for (index_t c = 0; c < b; ++c) {
       if (y[c] < 0 || y[c] >= class_count)
@@ -325,6 +382,7 @@ class train_step {
              "a class in [0, " + std::to_string(class_count) + ")", std::to_string(y[c]));
       sum += double(nn::softmax_cross_entropy(&z(0, c), class_count, y[c], scale, &dz(0, c)));
     }
+    if constexpr (mixed) round_in_place(dz.data, class_count * b);
     return sum / double(b);
   }
 
@@ -333,17 +391,19 @@ class train_step {
     const index_t rows = feature_rows(), b = args_.batch;
     const value_type* z = discriminator_.output().data;
     value_type* dz = discriminator_.output_gradient().data;
-    const value_type scale = value_type(1) / value_type(rows);
+    const value_type scale = value_type(loss_scale_.scale / double(rows));
     double sum = 0;
     for (index_t c = 0; c < rows; ++c) {
       const value_type target = c < b ? value_type(0) : value_type(1);
       sum += double(nn::binary_cross_entropy_with_logit(z[c], target, scale, &dz[c]));
     }
+    if constexpr (mixed) round_in_place(dz, rows);
     return sum / double(rows);
   }
 
   fit_args args_;
   buffer<value_type, System> params_;       // [param_count]: G_f, G_y, G_d
+  buffer<value_type, System> working_params_;  // mixed precision: params_ rounded, else empty
   buffer<value_type, System> grads_;        // [param_count], same layout
   buffer<value_type, System> optim_state_;  // [state_per_param · param_count]
   buffer<value_type, System> input_;        // [input_width, rows]
@@ -355,8 +415,9 @@ class train_step {
   matrix_view<value_type> eval_input_;
   stack_scratch<feature_stack> eval_features_;
   stack_scratch<classifier_stack> eval_classifier_;
-  backend::generic::gemm_workspace<value_type> gemm_;
+  products_type gemm_;
   grad_norms norms_;
+  loss_scale_state loss_scale_;
   index_t step_index_ = 0;
 };
 

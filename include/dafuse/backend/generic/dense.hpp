@@ -98,11 +98,13 @@ void check_columns(matrix_view<const T> x, const stack_scratch<Stack, T>& s) {
 }
 
 //! y_l for every layer of `Stack` on x: [in, n], using the stack's parameters at `params`.
-template <class Stack, class T>
+//! `Products` runs the matrix products and rounds stored values (a gemm_workspace<T> for plain
+//! precision, a mixed_products<F> for bf16/fp16).
+template <class Stack, class T, class Products>
 void forward(const T* params,
              matrix_view<const T> x,
              const stack_scratch<Stack, T>& s,
-             gemm_workspace<T>& ws) {
+             Products& ws) {
   check_columns(x, s);
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     (
@@ -114,9 +116,11 @@ void forward(const T* params,
               I == 0 ? x : matrix_view<const T>(s.outputs[I == 0 ? 0 : I - 1]);
           matrix_map<T> y = map(s.outputs[I]);
           // y = W·x: [out, in]·[in, n]
-          gemm<op::none, op::none>(ws, layer::out, in.cols, layer::in, T(1), w, layer::out, in.data,
-                                   layer::in, T(0), s.outputs[I].data, layer::out);
-          y = (y.colwise() + b).unaryExpr([](T z) { return layer::act(z); });
+          ws.template product<op::none, op::none>(layer::out, in.cols, layer::in, T(1), w,
+                                                  layer::out, in.data, layer::in, T(0),
+                                                  s.outputs[I].data, layer::out);
+          // Bias, activation and the rounding to the stored format in one pass (one rounding).
+          y = (y.colwise() + b).unaryExpr([](T z) { return Products::round(layer::act(z)); });
         }(),
         ...);
   }
@@ -128,12 +132,12 @@ void forward(const T* params,
 //! When `input_gradient` is given, also writes δx (scaled by `alpha`) into it, adding to what is
 //! there when `accumulate` is set: that is how the reversal's −λ and the sum of the classifier's
 //! and the discriminator's contributions to δh cost no extra pass.
-template <class Stack, class T>
+template <class Stack, class T, class Products>
 double backward(const T* params,
                 T* grads,
                 matrix_view<const T> x,
                 const stack_scratch<Stack, T>& s,
-                gemm_workspace<T>& ws,
+                Products& ws,
                 matrix_view<T> input_gradient = {},
                 T alpha = T(1),
                 bool accumulate = false) {
@@ -146,10 +150,14 @@ double backward(const T* params,
           constexpr std::size_t l = Stack::depth - 1 - I;
           using layer = typename Stack::template layer<l>;
           matrix_map<T> dz = map(s.gradients[l]);
+          // δz = δy ⊙ f'(y), rounded to the stored format (δy arrives unrounded: it is a sum).
           if constexpr (!decltype(layer::act)::is_identity) {
             const matrix_map<T> y = map(s.outputs[l]);
-            dz.array() *=
-                y.unaryExpr([](T v) { return layer::act.derivative_from_output(v); }).array();
+            dz = dz.binaryExpr(y, [](T d, T v) {
+              return Products::round(d * layer::act.derivative_from_output(v));
+            });
+          } else if constexpr (Products::rounds) {
+            dz = dz.unaryExpr([](T d) { return Products::round(d); });
           }
           const T* w = params + Stack::template param_offset<l>();
           T* gw = grads + Stack::template param_offset<l>();
@@ -159,19 +167,27 @@ double backward(const T* params,
           matrix_map<T> dW(gw, layer::out, layer::in);
           vector_map<T> db(gw + layer::weight_count, layer::out);
           // ∂L/∂W = δz·xᵀ: [out, n]·[n, in]
-          gemm<op::none, op::transpose>(ws, layer::out, layer::in, n, T(1), dz.data(), layer::out,
-                                        in.data, layer::in, T(0), gw, layer::out);
+          ws.template product<op::none, op::transpose>(layer::out, layer::in, n, T(1), dz.data(),
+                                                       layer::out, in.data, layer::in, T(0), gw,
+                                                       layer::out);
           db.noalias() = dz.rowwise().sum();
+          if constexpr (Products::rounds) {
+            // Gradients are stored in the narrow format too: a scaled fp16 gradient that does not
+            // fit becomes ±Inf here, and the norm below reports the overflow.
+            dW = dW.unaryExpr([](T v) { return Products::round(v); });
+            db = db.unaryExpr([](T v) { return Products::round(v); });
+          }
           norm_sq += double(dW.squaredNorm()) + double(db.squaredNorm());
           // δx = α·Wᵀ·δz: [in, out]·[out, n]
           if constexpr (l > 0) {
-            gemm<op::transpose, op::none>(ws, layer::in, n, layer::out, T(1), w, layer::out,
-                                          dz.data(), layer::out, T(0), s.gradients[l - 1].data,
-                                          layer::in);
+            ws.template product<op::transpose, op::none>(layer::in, n, layer::out, T(1), w,
+                                                         layer::out, dz.data(), layer::out, T(0),
+                                                         s.gradients[l - 1].data, layer::in);
           } else if (input_gradient.data != nullptr) {
-            gemm<op::transpose, op::none>(ws, layer::in, n, layer::out, alpha, w, layer::out,
-                                          dz.data(), layer::out, accumulate ? T(1) : T(0),
-                                          input_gradient.data, layer::in);
+            ws.template product<op::transpose, op::none>(layer::in, n, layer::out, alpha, w,
+                                                         layer::out, dz.data(), layer::out,
+                                                         accumulate ? T(1) : T(0),
+                                                         input_gradient.data, layer::in);
           }
         }(),
         ...);

@@ -70,6 +70,23 @@ class gemm_workspace {
     return *blocking_[std::size_t(t)];
   }
 
+  //! Stored values are kept as computed: no rounding (see backend/generic/products.hpp).
+  static constexpr bool rounds = false;
+  static constexpr T round(T x) { return x; }
+  //! C = α·op(A)·op(B) + β·C through gemm() below (the interface forward/backward use).
+  template <op OpA, op OpB>
+  void product(index_t m,
+               index_t n,
+               index_t k,
+               T alpha,
+               const T* a,
+               index_t lda,
+               const T* b,
+               index_t ldb,
+               T beta,
+               T* c,
+               index_t ldc);
+
  private:
   std::vector<std::unique_ptr<blocking_type>> blocking_;
 };
@@ -132,6 +149,22 @@ void gemm(gemm_workspace<T>& ws,
                    alpha, ws.blocking(t), nullptr);
   }
 #endif
+}
+
+template <class T>
+template <op OpA, op OpB>
+void gemm_workspace<T>::product(index_t m,
+                                index_t n,
+                                index_t k,
+                                T alpha,
+                                const T* a,
+                                index_t lda,
+                                const T* b,
+                                index_t ldb,
+                                T beta,
+                                T* c,
+                                index_t ldc) {
+  gemm<OpA, OpB>(*this, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace dafuse::backend::generic

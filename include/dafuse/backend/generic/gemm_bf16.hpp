@@ -1,0 +1,448 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file backend/generic/gemm_bf16.hpp
+//! @brief Matrix products with bf16 operands and fp32 accumulation, with packing buffers
+//! allocated once.
+//!
+//! `gemm_bf16` computes what `gemm` (gemm.hpp) does, C = α·op(A)·op(B) + β·C on fp32 matrices,
+//! except that every element of A and B is rounded to bf16 (round to nearest even, as
+//! `round_to_bf16` in core/half.hpp) on its way into the packing buffers. A product of two bf16
+//! values has at most 16 significant bits, so it is exact in fp32; only the fp32 sums round. This
+//! is what precision::bf16 means for a product, and what a bf16 tensor core computes.
+//!
+//! With AVX512-BF16 (`__AVX512BF16__`, e.g. g++ -march=native on Zen 4/5 or Sapphire Rapids) the
+//! product runs on `vdpbf16ps`, which multiplies 16 pairs of bf16 values and adds both products to
+//! 16 fp32 sums in one instruction: twice the multiply-adds of an fp32 FMA per instruction, and
+//! half the bytes per operand. The blocking is Goto & van de Geijn's ("Anatomy of
+//! High-Performance Matrix Multiplication", ACM TOMS 2008), as in BLIS: B is packed in [kc, nc]
+//! blocks, A in [mc, kc] blocks, and a register-blocked micro-kernel computes [mr, nr] tiles of C.
+//! Without AVX512-BF16 the operands are rounded into fp32 buffers and the product runs on Eigen's
+//! fp32 kernel through `gemm`: the same values up to the order of the fp32 sums.
+//!
+//! One difference between the two paths: `vcvtne2ps2bf16` and `vdpbf16ps` treat subnormal inputs
+//! as zero and flush subnormal results (DAZ/FTZ are implied by the instructions, whatever MXCSR
+//! says), so magnitudes below 2^-126 (1.2e-38) count as zero on the native path only.
+#pragma once
+#include <dafuse/config.hpp>
+
+#include <dafuse/backend/generic/gemm.hpp>
+#include <dafuse/core/error.hpp>
+#include <dafuse/core/half.hpp>
+#include <dafuse/core/meta.hpp>
+
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && !defined(__CUDACC__)
+#define DAFUSE_GEMM_BF16_NATIVE 1
+#include <immintrin.h>
+#else
+#define DAFUSE_GEMM_BF16_NATIVE 0
+#endif
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <vector>
+
+namespace dafuse::backend::generic {
+
+//! Whether `gemm_bf16` runs on AVX512-BF16 instructions (`vdpbf16ps`) in this translation unit;
+//! false: operands rounded to bf16 in fp32 buffers, products on Eigen's fp32 kernel.
+inline constexpr bool bf16_products_native = DAFUSE_GEMM_BF16_NATIVE != 0;
+
+namespace detail {
+
+//! A 64-byte aligned array of T, allocated once: the alignment of a cache line and of a zmm
+//! register, so the micro-kernel's loads never split a line.
+template <class T>
+class aligned_array {
+ public:
+  aligned_array() = default;
+  explicit aligned_array(std::size_t n)
+      : data_(n == 0 ? nullptr : new (std::align_val_t(64)) T[n]()), size_(n) {}
+  T* data() const { return data_.get(); }
+  std::size_t size() const { return size_; }
+
+ private:
+  struct deleter {
+    void operator()(T* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<T[], deleter> data_;
+  std::size_t size_ = 0;
+};
+
+#if DAFUSE_GEMM_BF16_NATIVE
+
+// ---- Blocking --------------------------------------------------------------------------------
+// The micro-kernel keeps a [32, 12] tile of C in 24 zmm registers (two per column), loads one
+// k-pair of A as two zmm and broadcasts 12 k-pairs of B: 24 vdpbf16ps per 14 loads, and 24
+// independent sums hide the instruction's latency. 32 zmm registers leave no room for 14 columns
+// plus prefetched A. kc = 512 keeps a packed [kc, nr] micro-panel of B in L1 (12 KiB of 48) and
+// mc = 256 a packed [mc, kc] block of A in L2 (256 KiB of 1 MiB on Zen 5).
+inline constexpr index_t bf16_mr = 32;
+inline constexpr index_t bf16_nr = 12;
+inline constexpr index_t bf16_kc = 512;
+inline constexpr index_t bf16_mc = 256;
+inline constexpr index_t bf16_nc = 3072;
+
+inline index_t round_up(index_t x, index_t to) {
+  return (x + to - 1) / to * to;
+}
+
+inline __mmask16 first_lanes(index_t count) {
+  return count >= 16 ? __mmask16(0xffff) : __mmask16((1u << std::max<index_t>(count, 0)) - 1u);
+}
+
+inline __m512bh as_bh(__m512i v) {
+  return (__m512bh)v;
+}
+
+//! Packs `count` (≤ width) rows of op(X) for one micro-panel: element (i, p), i < count, p < k,
+//! is at x[i·si + p·sp]. Output: ⌈k/2⌉ k-pairs, each `width` 32-bit words; word i of k-pair q
+//! holds bf16(x(i, 2q)) in its low half and bf16(x(i, 2q+1)) in its high half, the layout
+//! vdpbf16ps multiplies pairwise. Rows from `count` to `width` and the missing partner of an odd
+//! k are zeros, so they add nothing.
+//!
+//! When i is the contiguous index (si = 1) two rows p = 2q, 2q+1 are converted together and
+//! interleaved by one vpermw. When p is the contiguous index (sp = 1) each row i converts to 16
+//! k-pairs in one zmm and 16 such rows are transposed as a 16×16 block of 32-bit words.
+template <bool KContiguous>
+void pack_panel(std::uint32_t* out,
+                index_t width,
+                const float* x,
+                index_t ld,
+                index_t count,
+                index_t k) {
+  const index_t pairs = (k + 1) / 2;
+  if constexpr (!KContiguous) {
+    // x(i, p) = x[i + p·ld]. Word 2i of the result is word i of the fp32 → bf16 conversion of
+    // row 2q, word 2i+1 the same of row 2q+1.
+    const __m512i interleave =
+        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                         6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    for (index_t q = 0; q < pairs; ++q) {
+      const float* r0 = x + 2 * q * ld;
+      const float* r1 = r0 + ld;
+      const bool odd_tail = 2 * q + 1 >= k;
+      for (index_t s = 0; s < width; s += 16) {
+        const __mmask16 load = first_lanes(count - s);
+        const __m512 v0 = _mm512_maskz_loadu_ps(load, r0 + s);
+        const __m512 v1 = odd_tail ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(load, r1 + s);
+        const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
+        _mm512_mask_storeu_epi32(out + q * width + s, first_lanes(width - s),
+                                 _mm512_permutexvar_epi16(interleave, both));
+      }
+    }
+  } else {
+    // x(i, p) = x[i·ld + p]: row i's k-pairs are consecutive after conversion.
+    for (index_t s = 0; s < width; s += 16) {
+      const __mmask16 store = first_lanes(width - s);
+      for (index_t q0 = 0; q0 < pairs; q0 += 16) {
+        const index_t p0 = 2 * q0;
+        const __mmask16 lo = first_lanes(k - p0), hi = first_lanes(k - p0 - 16);
+        __m512i r[16];
+        for (int i = 0; i < 16; ++i) {
+          if (s + i < count) {
+            const float* row = x + (s + i) * ld + p0;
+            r[i] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, row + 16),
+                                                _mm512_maskz_loadu_ps(lo, row));
+          } else {
+            r[i] = _mm512_setzero_si512();
+          }
+        }
+        // 16×16 transpose of 32-bit words: 32-bit, then 64-bit interleaves within 128-bit
+        // lanes, then a 4×4 transpose of the lanes themselves.
+        __m512i t[16], u[16];
+        for (int i = 0; i < 16; i += 2) {
+          t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+          t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+        }
+        for (int i = 0; i < 16; i += 4) {
+          u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+          u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+          u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+          u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+        }
+        // u[4g + j], lane l: rows 4g..4g+3 at k-pair 4l + j.
+        const index_t valid = std::min<index_t>(16, pairs - q0);
+        for (int j = 0; j < 4; ++j) {
+          const __m512i v0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
+          const __m512i v1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xee);
+          const __m512i v2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
+          const __m512i v3 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xee);
+          const __m512i o[4] = {
+              _mm512_shuffle_i32x4(v0, v2, 0x88), _mm512_shuffle_i32x4(v0, v2, 0xdd),
+              _mm512_shuffle_i32x4(v1, v3, 0x88), _mm512_shuffle_i32x4(v1, v3, 0xdd)};
+          for (int l = 0; l < 4; ++l)
+            if (4 * l + j < valid)
+              _mm512_mask_storeu_epi32(out + (q0 + 4 * l + j) * width + s, store, o[l]);
+        }
+      }
+    }
+  }
+}
+
+//! C[0:mv, 0:nv] = α·Ã·B̃ + β·C for one [16·Vectors, nr] tile (β = 0: C is not read). `a`:
+//! `pairs` k-pairs of 16·Vectors rows; `b`: `pairs` k-pairs of nr columns, as pack_panel writes
+//! them. Vectors = 2 is the main tile; Vectors = 1 serves a last panel of at most 16 rows, which
+//! would waste more than half of a 32-row tile (the [10, 256]·[256, 128] head product: 94 → 160
+//! GFLOP/s on one Zen 5 core).
+template <int Vectors>
+void micro_kernel(index_t pairs,
+                  const std::uint32_t* a,
+                  const std::uint32_t* b,
+                  float alpha,
+                  float beta,
+                  float* c,
+                  index_t ldc,
+                  index_t mv,
+                  index_t nv) {
+  constexpr int nr = int(bf16_nr);
+  __m512 acc[Vectors][nr];
+#pragma GCC unroll 16
+  for (int j = 0; j < nr; ++j)
+#pragma GCC unroll 2
+    for (int v = 0; v < Vectors; ++v) acc[v][j] = _mm512_setzero_ps();
+  for (index_t q = 0; q < pairs; ++q) {
+    __m512bh av[Vectors];
+#pragma GCC unroll 2
+    for (int v = 0; v < Vectors; ++v) av[v] = as_bh(_mm512_load_si512(a + (q * Vectors + v) * 16));
+    const std::uint32_t* bq = b + q * bf16_nr;
+#pragma GCC unroll 16
+    for (int j = 0; j < nr; ++j) {
+      const __m512bh bj = as_bh(_mm512_set1_epi32(int(bq[j])));
+#pragma GCC unroll 2
+      for (int v = 0; v < Vectors; ++v) acc[v][j] = _mm512_dpbf16_ps(acc[v][j], av[v], bj);
+    }
+  }
+  __mmask16 rows[Vectors];
+#pragma GCC unroll 2
+  for (int v = 0; v < Vectors; ++v) rows[v] = first_lanes(mv - 16 * v);
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 16
+  for (int j = 0; j < nr; ++j) {
+    if (j >= nv) break;
+#pragma GCC unroll 2
+    for (int v = 0; v < Vectors; ++v) {
+      float* col = c + j * ldc + 16 * v;
+      __m512 r = _mm512_mul_ps(va, acc[v][j]);
+      if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(rows[v], col), r);
+      _mm512_mask_storeu_ps(col, rows[v], r);
+    }
+  }
+}
+
+//! One thread's packing buffers: a [mc, kc] block of A and a [kc, nc] block of B, as k-pairs.
+struct bf16_panels {
+  aligned_array<std::uint32_t> a, b;
+  index_t mc = 0, kc = 0, nc = 0;
+};
+
+//! The blocked product on one thread, into `p`'s buffers.
+template <op OpA, op OpB>
+void gemm_bf16_blocked(bf16_panels& p,
+                       index_t m,
+                       index_t n,
+                       index_t k,
+                       float alpha,
+                       const float* a,
+                       index_t lda,
+                       const float* b,
+                       index_t ldb,
+                       float beta,
+                       float* c,
+                       index_t ldc) {
+  // op(A)(i, l) = a[i + l·lda] (op::none: i contiguous) or a[i·lda + l] (op::transpose);
+  // op(B)(l, j) = b[l + j·ldb] (op::none: l contiguous) or b[l·ldb + j] (op::transpose).
+  const auto a_at = [&](index_t i, index_t l) {
+    return OpA == op::none ? a + i + l * lda : a + i * lda + l;
+  };
+  const auto b_at = [&](index_t l, index_t j) {
+    return OpB == op::none ? b + l + j * ldb : b + l * ldb + j;
+  };
+  for (index_t jc = 0; jc < n; jc += p.nc) {
+    const index_t nc = std::min(p.nc, n - jc);
+    for (index_t pc = 0; pc < k; pc += p.kc) {
+      const index_t kc = std::min(p.kc, k - pc), pairs = (kc + 1) / 2;
+      // β applies once, with the first k block; later blocks add to C.
+      const float beta_block = pc == 0 ? beta : 1.0f;
+      for (index_t jr = 0; jr < nc; jr += bf16_nr)
+        pack_panel<OpB == op::none>(p.b.data() + jr * pairs, bf16_nr, b_at(pc, jc + jr), ldb,
+                                    std::min(bf16_nr, nc - jr), kc);
+      for (index_t ic = 0; ic < m; ic += p.mc) {
+        const index_t mc = std::min(p.mc, m - ic);
+        // Panels of 32 rows, the last one 16 wide when it holds no more than 16.
+        for (index_t ir = 0; ir < mc; ir += bf16_mr) {
+          const index_t rows = std::min(bf16_mr, mc - ir);
+          pack_panel<OpA == op::transpose>(p.a.data() + ir * pairs, rows <= 16 ? 16 : bf16_mr,
+                                           a_at(ic + ir, pc), lda, rows, kc);
+        }
+        // The B micro-panel stays in L1 while the A block streams from L2 past it.
+        for (index_t jr = 0; jr < nc; jr += bf16_nr)
+          for (index_t ir = 0; ir < mc; ir += bf16_mr) {
+            const index_t rows = std::min(bf16_mr, mc - ir), cols = std::min(bf16_nr, nc - jr);
+            const std::uint32_t* ap = p.a.data() + ir * pairs;
+            const std::uint32_t* bp = p.b.data() + jr * pairs;
+            float* cp = c + (ic + ir) + (jc + jr) * ldc;
+            if (rows <= 16)
+              micro_kernel<1>(pairs, ap, bp, alpha, beta_block, cp, ldc, rows, cols);
+            else
+              micro_kernel<2>(pairs, ap, bp, alpha, beta_block, cp, ldc, rows, cols);
+          }
+      }
+    }
+  }
+}
+
+#endif  // DAFUSE_GEMM_BF16_NATIVE
+
+}  // namespace detail
+
+//! Packing buffers for every bf16 product of a step, sized once for the largest one, per thread.
+//! Native path: per thread a [mc, kc] block of A and a [kc, nc] block of B as bf16 pairs (at most
+//! 256×512 and 512×3072, fewer for smaller products). Portable path: fp32 copies of A and B with
+//! rounded elements, and Eigen's packing buffers.
+class bf16_gemm_workspace {
+ public:
+  //! Unsized: `gemm_bf16` with it throws dafuse::error.
+  bf16_gemm_workspace() = default;
+  //! Buffers for products up to [max_m, max_k]·[max_k, max_n] on up to `threads` threads
+  //! (0: OpenMP's maximum).
+  bf16_gemm_workspace(index_t max_m, index_t max_n, index_t max_k, int threads = 0)
+      : max_m_(std::max<index_t>(max_m, 1)),
+        max_n_(std::max<index_t>(max_n, 1)),
+        max_k_(std::max<index_t>(max_k, 1)) {
+#if defined(_OPENMP)
+    if (threads <= 0) threads = omp_get_max_threads();
+#else
+    threads = 1;
+#endif
+    threads = std::max(threads, 1);
+#if DAFUSE_GEMM_BF16_NATIVE
+    using namespace detail;
+    for (int t = 0; t < threads; ++t) {
+      bf16_panels& p = panels_.emplace_back();
+      p.mc = std::min(bf16_mc, round_up(max_m_, bf16_mr));
+      p.kc = std::min(bf16_kc, round_up(max_k_, 2));
+      p.nc = std::min(bf16_nc, round_up(max_n_, bf16_nr));
+      p.a = aligned_array<std::uint32_t>(std::size_t(p.mc * p.kc / 2));
+      p.b = aligned_array<std::uint32_t>(std::size_t(p.kc / 2 * p.nc));
+    }
+#else
+    a_ = detail::aligned_array<float>(std::size_t(max_m_ * max_k_));
+    b_ = detail::aligned_array<float>(std::size_t(max_k_ * max_n_));
+    fp32_ = gemm_workspace<float>(max_m_, max_n_, max_k_, threads);
+#endif
+  }
+
+  //! Whether the constructor sized it.
+  bool sized() const { return max_m_ > 0; }
+  //! The largest product it holds buffers for: [max_m, max_k]·[max_k, max_n].
+  index_t max_m() const { return max_m_; }
+  index_t max_n() const { return max_n_; }
+  index_t max_k() const { return max_k_; }
+
+ private:
+  template <op OpA, op OpB>
+  friend void gemm_bf16(bf16_gemm_workspace&,
+                        index_t,
+                        index_t,
+                        index_t,
+                        float,
+                        const float*,
+                        index_t,
+                        const float*,
+                        index_t,
+                        float,
+                        float*,
+                        index_t);
+
+  index_t max_m_ = 0, max_n_ = 0, max_k_ = 0;
+#if DAFUSE_GEMM_BF16_NATIVE
+  std::vector<detail::bf16_panels> panels_;
+#else
+  detail::aligned_array<float> a_, b_;
+  gemm_workspace<float> fp32_;
+#endif
+};
+
+//! C[m, n] = α·bf16(op(A))·bf16(op(B)) + β·C, every matrix column-major with its leading
+//! dimension: `gemm` (gemm.hpp) with each element of A and B rounded to bf16 (nearest even) and
+//! the products summed in fp32. op(A) is [m, k], op(B) is [k, n]; β = 0 overwrites C (NaN in C
+//! does not propagate). The product must fit the workspace (m ≤ max_m, n ≤ max_n, k ≤ max_k).
+//! Allocates nothing.
+template <op OpA, op OpB>
+void gemm_bf16(bf16_gemm_workspace& ws,
+               index_t m,
+               index_t n,
+               index_t k,
+               float alpha,
+               const float* a,
+               index_t lda,
+               const float* b,
+               index_t ldb,
+               float beta,
+               float* c,
+               index_t ldc) {
+  if (!ws.sized())
+    fail("gemm_bf16", "workspace", "one sized at construction (bf16_gemm_workspace(m, n, k))",
+         "a default-constructed one");
+  if (m > ws.max_m_ || n > ws.max_n_ || k > ws.max_k_)
+    fail("gemm_bf16", "product size",
+         "one within the workspace's [max_m, max_k]·[max_k, max_n]: construct the workspace for "
+         "the largest product",
+         "a larger one");
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    // No products: C = β·C, with β = 0 overwriting.
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = 0; i < m; ++i)
+        c[i + j * ldc] = beta == 0.0f ? 0.0f : beta * c[i + j * ldc];
+    return;
+  }
+#if DAFUSE_GEMM_BF16_NATIVE
+  const int threads =
+      2.0 * double(m) * double(n) * double(k) < gemm_parallel_flops
+          ? 1
+          : std::max(1, std::min<int>(int(ws.panels_.size()),
+                                      int((n + detail::bf16_nr - 1) / detail::bf16_nr)));
+  if (threads == 1) {
+    detail::gemm_bf16_blocked<OpA, OpB>(ws.panels_[0], m, n, k, alpha, a, lda, b, ldb, beta, c,
+                                        ldc);
+    return;
+  }
+#if defined(_OPENMP)
+  // Column j of op(B): column j of B, or row j of B when transposed.
+  const auto b_columns = [&](index_t j) { return OpB == op::none ? b + j * ldb : b + j; };
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int t = 0; t < threads; ++t) {
+    // Whole micro-tiles per thread; each packs its own copy of A (the price of no shared state).
+    const index_t per = detail::round_up((n + threads - 1) / threads, detail::bf16_nr);
+    const index_t first = std::min<index_t>(n, t * per), last = std::min<index_t>(n, first + per);
+    if (first < last)
+      detail::gemm_bf16_blocked<OpA, OpB>(ws.panels_[std::size_t(t)], m, last - first, k, alpha,
+                                          a, lda, b_columns(first), ldb, beta, c + first * ldc,
+                                          ldc);
+  }
+#endif
+#else
+  // Round A and B as stored (op(X) is the same transpose of the copy), then Eigen's fp32 kernel:
+  // products of bf16 values are exact in fp32, so only the order of the sums differs from the
+  // native path.
+  const index_t a_rows = OpA == op::none ? m : k, a_cols = OpA == op::none ? k : m;
+  const index_t b_rows = OpB == op::none ? k : n, b_cols = OpB == op::none ? n : k;
+  float* ra = ws.a_.data();
+  float* rb = ws.b_.data();
+  for (index_t j = 0; j < a_cols; ++j)
+    for (index_t i = 0; i < a_rows; ++i) ra[i + j * a_rows] = round_to_bf16(a[i + j * lda]);
+  for (index_t j = 0; j < b_cols; ++j)
+    for (index_t i = 0; i < b_rows; ++i) rb[i + j * b_rows] = round_to_bf16(b[i + j * ldb]);
+  gemm<OpA, OpB>(ws.fp32_, m, n, k, alpha, static_cast<const float*>(ra), a_rows,
+                 static_cast<const float*>(rb), b_rows, beta, c, ldc);
+#endif
+}
+
+}  // namespace dafuse::backend::generic

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file backend/generic/products.hpp
+//! @brief The matrix products of a mixed-precision step, and which product set a precision uses.
+//!
+//! forward() and backward() in dense.hpp take a "product set": something that runs
+//! C = α·op(A)·op(B) + β·C (`product<OpA, OpB>(...)`) and rounds a stored value to the step's
+//! format (`round`, `rounds`). For fp32 and fp64 that is gemm_workspace<T> itself. For bf16 and
+//! fp16 it is mixed_products<F>: the operands it receives already hold F's values (the step
+//! rounds every stored tensor), so an fp32 product of them is exact term by term and only the
+//! order of the fp32 sums differs from a native 16-bit product.
+#pragma once
+#include <dafuse/config.hpp>
+
+#include <dafuse/backend/generic/gemm.hpp>
+#include <dafuse/core/half.hpp>
+#include <dafuse/core/meta.hpp>
+
+#include <type_traits>
+
+namespace dafuse::backend::generic {
+
+//! Products and rounding for a step that stores its values in the 16-bit format F.
+template <number_format F>
+class mixed_products {
+  static_assert(is_narrow<F>, "dafuse: mixed_products is for the 16-bit formats bf16 and fp16");
+
+ public:
+  static constexpr bool rounds = true;  //!< stored values are rounded to F
+  //! `x` rounded to F (round to nearest even; fp16 overflows to ±Inf).
+  static float round(float x) { return round_to<F>(x); }
+
+  mixed_products() = default;
+  //! Buffers for products up to [max_m, max_k]·[max_k, max_n].
+  mixed_products(index_t max_m, index_t max_n, index_t max_k) : fp32_(max_m, max_n, max_k) {}
+
+  //! C = α·op(A)·op(B) + β·C on operands that hold F's values, accumulated in fp32.
+  template <op OpA, op OpB>
+  void product(index_t m,
+               index_t n,
+               index_t k,
+               float alpha,
+               const float* a,
+               index_t lda,
+               const float* b,
+               index_t ldb,
+               float beta,
+               float* c,
+               index_t ldc) {
+    gemm<OpA, OpB>(fp32_, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+
+ private:
+  gemm_workspace<float> fp32_;
+};
+
+namespace detail {
+template <number_format F, class T>
+struct products_for {
+  using type = gemm_workspace<T>;
+};
+template <class T>
+struct products_for<number_format::bf16, T> {
+  static_assert(std::is_same_v<T, float>, "dafuse: bf16 mixed precision keeps fp32 master values");
+  using type = mixed_products<number_format::bf16>;
+};
+template <class T>
+struct products_for<number_format::fp16, T> {
+  static_assert(std::is_same_v<T, float>, "dafuse: fp16 mixed precision keeps fp32 master values");
+  using type = mixed_products<number_format::fp16>;
+};
+}  // namespace detail
+
+//! The product set of a step whose values are stored in format F and mastered in type T.
+template <number_format F, class T>
+using products_for = typename detail::products_for<F, T>::type;
+
+}  // namespace dafuse::backend::generic
