@@ -18,10 +18,10 @@ namespace {
 using torch_net = df::nn::dann_net<df::nn::mlp<6, 8, 5, df::nn::relu>,
                                    df::nn::linear<5, 3>,
                                    df::nn::mlp<5, 4, 1, df::nn::relu>>;
-template <class Clip, class Optim = df::optim::sgd>
+template <class Clip, class Optim = df::optim::sgd, class Precision = df::precision::fp32>
 using torch_step = df::train_step<torch_net,
                                   df::loader::sync,
-                                  df::precision::fp32,
+                                  Precision,
                                   Clip,
                                   df::head::dann<df::schedule::constant>,
                                   Optim>;
@@ -81,9 +81,9 @@ df::fit_args variant_args(const std::string& variant) {
           .lambda_max = load("hyper")[0]};
 }
 
-template <class Clip, class Optim = df::optim::sgd>
-void check_variant(const std::string& variant, const df::fit_args& args) {
-  torch_step<Clip, Optim> step(args);
+// Loads the vectors' initial parameters and batch into `step`.
+template <class Step>
+void load_initial_state(Step& step) {
   const std::vector<float> initial = to_dafuse_layout(load("initial_params"));
   REQUIRE(initial.size() == std::size_t(torch_net::param_count));
   std::copy(initial.begin(), initial.end(), step.parameters().begin());
@@ -95,6 +95,12 @@ void check_variant(const std::string& variant, const df::fit_args& args) {
   std::copy(xt.begin(), xt.end(), x.data + xs.size());
   const auto ys = df::data::load_npy<std::int32_t>(vectors / "y_source.npy").values;
   std::copy(ys.begin(), ys.end(), step.source_labels().begin());
+}
+
+template <class Clip, class Optim = df::optim::sgd>
+void check_variant(const std::string& variant, const df::fit_args& args) {
+  torch_step<Clip, Optim> step(args);
+  load_initial_state(step);
 
   for (int k = 1; k <= 2; ++k) {
     CAPTURE(variant);
@@ -152,4 +158,62 @@ TEST_CASE("clip::value matches torch.nn.utils.clip_grad_value_") {
 
 TEST_CASE("clip::per_module_norm matches clip_grad_norm_ over G_f+G_y and over G_d apart") {
   check_variant<df::clip::per_module_norm>("per_module", variant_args("per_module"));
+}
+
+namespace {
+
+// Mixed-precision vectors (tools/make_precision_vectors.py): PyTorch autograd with every stored
+// value rounded to the 16-bit format, and GradScaler's protocol. Each step reports its losses,
+// the unscaled pre-clip norm (∞ on overflow), the scale S it used and whether it was skipped.
+template <class Precision>
+void check_precision_variant(const std::string& variant, int steps) {
+  const std::vector<float> h = load(variant + "_hyper");
+  // lr, momentum, weight_decay, max_norm, init_scale, growth, backoff, interval
+  const df::fit_args args{.steps = 1000,
+                          .batch = 4,
+                          .lr = h[0],
+                          .momentum = h[1],
+                          .weight_decay = h[2],
+                          .max_grad_norm = h[3],
+                          .lambda_max = load("hyper")[0],
+                          .loss_scale_init = h[4],
+                          .loss_scale_growth = h[5],
+                          .loss_scale_backoff = h[6],
+                          .loss_scale_interval = df::index_t(h[7])};
+  torch_step<df::clip::global_norm, df::optim::sgd, Precision> step(args);
+  load_initial_state(step);
+  for (int k = 1; k <= steps; ++k) {
+    CAPTURE(variant);
+    CAPTURE(k);
+    const std::string prefix = variant + "_step" + std::to_string(k) + "_";
+    const std::vector<float> expected = load(prefix + "losses");
+    const df::step_report r = step.run();
+    // Both sides store the same 16-bit values and differ only in the order of fp32 sums (here by
+    // ~3e-8). The bound leaves room for a sum that lands on a rounding boundary and rounds the
+    // other way on another machine (one 16-bit ulp in one δ moves the weights by ~1e-5), while a
+    // missed rounding point or clipping of scaled gradients moves them by 1e-3 or more.
+    const double eps = 1e-4;
+    CHECK(r.label_loss == doctest::Approx(expected[0]).epsilon(eps));
+    CHECK(r.domain_loss == doctest::Approx(expected[1]).epsilon(eps));
+    CHECK(r.loss_scale == double(expected[3]));
+    CHECK(r.skipped == (expected[4] != 0));
+    if (r.skipped) {
+      CHECK_FALSE(std::isfinite(r.grad_norm));
+    } else {
+      CHECK(r.grad_norm == doctest::Approx(expected[2]).epsilon(eps));
+    }
+    const std::vector<float> params = to_dafuse_layout(load(prefix + "params"));
+    CHECK(df::test::max_relative_error(std::span<const float>(step.parameters()),
+                                       std::span<const float>(params)) < eps);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("two bf16 DANN steps with norm clipping match PyTorch with bf16 rounding") {
+  check_precision_variant<df::precision::bf16>("bf16", 2);
+}
+
+TEST_CASE("fp16 with a dynamic loss scale skips, backs off and grows as GradScaler does") {
+  check_precision_variant<df::precision::fp16<df::loss_scale::dynamic>>("fp16", 8);
 }
