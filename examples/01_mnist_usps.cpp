@@ -26,8 +26,8 @@ using net = df::nn::dann_net<df::nn::mlp<256, 256, 128, df::nn::relu>,  // G_f
                              df::nn::linear<128, 10>,                   // G_y
                              df::nn::mlp<128, 128, 1, df::nn::relu>>;   // G_d
 template <class Precision, class Head>
-using step_with = df::train_step<net, df::loader::resident, Precision, df::clip::none, Head,
-                                 df::optim::sgd>;
+using step_with =
+    df::train_step<net, df::loader::resident, Precision, df::clip::none, Head, df::optim::sgd>;
 
 // Trains source-only and DANN in `Precision` for each seed and prints the summary.
 template <class Precision>

@@ -65,6 +65,14 @@ template <>
 struct slot_of<df::precision::fp64> {
   static constexpr slot value = slot::precision;
 };
+template <>
+struct slot_of<df::precision::bf16> {
+  static constexpr slot value = slot::precision;
+};
+template <class Scaler>
+struct slot_of<df::precision::fp16<Scaler>> {
+  static constexpr slot value = slot::precision;
+};
 
 // A few of the cross checks spelled out, so a failure names the pair at compile time.
 static_assert(!df::clip_policy<df::precision::fp32>);
@@ -81,13 +89,24 @@ struct clip_returning_double {
   static df::status can_implement(const df::fit_args&) { return df::status::ok(); }
 };
 
-//! A precision look-alike that stores integers.
+//! A precision look-alike that stores integers (everything else in place).
 struct integer_precision {
   using precision_tag = void;
-  using compute_type = int;
   using master_type = int;
   using accumulate_type = int;
+  using loss_scale_type = df::loss_scale::none;
+  static constexpr df::number_format compute_format = df::number_format::fp32;
 };
+
+//! A precision whose loss scaler is not one.
+struct precision_with_bad_scaler {
+  using precision_tag = void;
+  using master_type = float;
+  using accumulate_type = float;
+  using loss_scale_type = int;
+  static constexpr df::number_format compute_format = df::number_format::fp16;
+};
+static_assert(!df::precision_policy<precision_with_bad_scaler>);
 
 //! A loader look-alike without the data_in_step_memory flag.
 struct loader_without_flag {
@@ -138,7 +157,10 @@ TEST_CASE_TEMPLATE("each shipped policy satisfies its own slot's concept and no 
                    df::loader::sync,
                    df::loader::resident,
                    df::precision::fp32,
-                   df::precision::fp64) {
+                   df::precision::fp64,
+                   df::precision::bf16,
+                   df::precision::fp16<df::loss_scale::dynamic>,
+                   df::precision::fp16<df::loss_scale::fixed<1024>>) {
   constexpr slot s = slot_of<P>::value;
   CHECK(df::clip_policy<P> == (s == slot::clip));
   CHECK(df::optim_policy<P> == (s == slot::optim));

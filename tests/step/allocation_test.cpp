@@ -72,9 +72,9 @@ df::data::dataset random_set(df::data::domain side, df::index_t rows) {
   return df::data::make_dataset("random", side, std::move(x), std::move(y));
 }
 
-template <class Loader, class Clip, class Head>
+template <class Loader, class Clip, class Head, class Precision = df::precision::fp32>
 long allocations_in_steps() {
-  using step_type = df::train_step<net, Loader, df::precision::fp32, Clip, Head, df::optim::sgd>;
+  using step_type = df::train_step<net, Loader, Precision, Clip, Head, df::optim::sgd>;
   const auto source = random_set(df::data::domain::source, 300);
   const auto target = random_set(df::data::domain::target, 200);
   const df::fit_args args{.steps = 50, .batch = 64, .lr = 0.01f, .momentum = 0.9f};
@@ -112,4 +112,12 @@ TEST_CASE("a DANN step with loader::sync allocates nothing") {
 
 TEST_CASE("a source-only step allocates nothing") {
   CHECK(allocations_in_steps<df::loader::resident, df::clip::none, df::head::source_only<>>() == 0);
+}
+
+TEST_CASE("mixed-precision steps allocate nothing (bf16 kernel buffers, loss-scale state)") {
+  CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm,
+                             df::head::dann<df::schedule::ganin>, df::precision::bf16>() == 0);
+  CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm,
+                             df::head::dann<df::schedule::ganin>,
+                             df::precision::fp16<df::loss_scale::dynamic>>() == 0);
 }

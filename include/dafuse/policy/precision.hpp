@@ -26,8 +26,8 @@ namespace dafuse {
 
 //! What a loss scaler carries from step to step (saved with the optimizer state).
 struct loss_scale_state {
-  double scale = 1;          //!< S: the loss is multiplied by it before the backward
-  index_t good_steps = 0;    //!< finite steps since S last changed (loss_scale::dynamic)
+  double scale = 1;        //!< S: the loss is multiplied by it before the backward
+  index_t good_steps = 0;  //!< finite steps since S last changed (loss_scale::dynamic)
 };
 
 }  // namespace dafuse
@@ -36,7 +36,7 @@ namespace dafuse::loss_scale {
 
 //! No loss scaling: S = 1 always (fp32, bf16, fp64).
 struct none {
-  using loss_scale_tag = void;         //!< a loss scaler
+  using loss_scale_tag = void;           //!< a loss scaler
   static constexpr bool scales = false;  //!< S is 1
   static double initial(const fit_args&) { return 1.0; }
   static void update(loss_scale_state&, bool /*overflow*/, const fit_args&) {}
@@ -47,7 +47,7 @@ struct none {
 //! finite is skipped and S ← S · loss_scale_backoff; after loss_scale_interval finite steps in a
 //! row S ← S · loss_scale_growth. Defaults as GradScaler's: 65536, 2, 0.5, 2000.
 struct dynamic {
-  using loss_scale_tag = void;        //!< a loss scaler
+  using loss_scale_tag = void;          //!< a loss scaler
   static constexpr bool scales = true;  //!< S is a run-time value
   static double initial(const fit_args& a) { return double(a.loss_scale_init); }
   static void update(loss_scale_state& s, bool overflow, const fit_args& a) {
@@ -60,13 +60,13 @@ struct dynamic {
     }
   }
   static status can_implement(const fit_args& a) {
-    if (status s = detail::check_positive(a.loss_scale_init, "loss_scale_init",
-                                          "loss_scale::dynamic");
+    if (status s =
+            detail::check_positive(a.loss_scale_init, "loss_scale_init", "loss_scale::dynamic");
         !s)
       return s;
-    if (status s = detail::check_field(a.loss_scale_growth > 1 && std::isfinite(a.loss_scale_growth),
-                                       a.loss_scale_growth, "loss_scale_growth",
-                                       "a finite factor > 1", "loss_scale::dynamic");
+    if (status s = detail::check_field(
+            a.loss_scale_growth > 1 && std::isfinite(a.loss_scale_growth), a.loss_scale_growth,
+            "loss_scale_growth", "a finite factor > 1", "loss_scale::dynamic");
         !s)
       return s;
     if (status s = detail::check_field(a.loss_scale_backoff > 0 && a.loss_scale_backoff < 1,
@@ -86,8 +86,8 @@ template <auto S>
 struct fixed {
   static_assert(std::is_arithmetic_v<decltype(S)> && double(S) > 0 && double(S) < 3.0e38,
                 "dafuse: loss_scale::fixed<S> needs a finite number S > 0, e.g. fixed<1024>");
-  using loss_scale_tag = void;           //!< a loss scaler
-  static constexpr bool scales = true;   //!< S is a constant
+  using loss_scale_tag = void;                //!< a loss scaler
+  static constexpr bool scales = true;        //!< S is a constant
   static constexpr double value = double(S);  //!< the scale
   static double initial(const fit_args&) { return value; }
   static void update(loss_scale_state&, bool /*overflow*/, const fit_args&) {}
@@ -118,10 +118,10 @@ namespace dafuse::precision {
 
 //! Single precision everywhere, no loss scaling: the baseline of every comparison.
 struct fp32 {
-  using precision_tag = void;                      //!< fills the precision slot
-  using master_type = float;                       //!< parameters, gradients, optimizer state
-  using accumulate_type = float;                   //!< sums inside products
-  using loss_scale_type = loss_scale::none;        //!< no scaling
+  using precision_tag = void;                //!< fills the precision slot
+  using master_type = float;                 //!< parameters, gradients, optimizer state
+  using accumulate_type = float;             //!< sums inside products
+  using loss_scale_type = loss_scale::none;  //!< no scaling
   static constexpr number_format compute_format = number_format::fp32;  //!< stored values
 };
 
@@ -159,10 +159,10 @@ struct fp16 {
   static_assert(loss_scale_policy<Scaler>,
                 "dafuse: precision::fp16<Scaler> takes a loss scaler such as loss_scale::dynamic "
                 "or loss_scale::fixed<1024>");
-  using precision_tag = void;       //!< fills the precision slot
-  using master_type = float;        //!< parameters, gradients, optimizer state
-  using accumulate_type = float;    //!< sums inside products
-  using loss_scale_type = Scaler;   //!< how S is chosen
+  using precision_tag = void;      //!< fills the precision slot
+  using master_type = float;       //!< parameters, gradients, optimizer state
+  using accumulate_type = float;   //!< sums inside products
+  using loss_scale_type = Scaler;  //!< how S is chosen
   static constexpr number_format compute_format = number_format::fp16;  //!< stored values
 };
 

@@ -42,9 +42,9 @@ struct fit_args {
   std::uint64_t seed = 0;       //!< initialisation and sampling; same seed → same result
   nn::weight_init init = nn::weight_init::glorot_he;  //!< initialisation scheme (nn/init.hpp)
   index_t eval_chunk = 1024;                          //!< samples per forward pass when evaluating
-  float loss_scale_init = 65536.0f;   //!< loss_scale::dynamic: the first S (GradScaler: 2^16)
-  float loss_scale_growth = 2.0f;     //!< loss_scale::dynamic: S ← S · growth after an interval
-  float loss_scale_backoff = 0.5f;    //!< loss_scale::dynamic: S ← S · backoff on overflow
+  float loss_scale_init = 65536.0f;    //!< loss_scale::dynamic: the first S (GradScaler: 2^16)
+  float loss_scale_growth = 2.0f;      //!< loss_scale::dynamic: S ← S · growth after an interval
+  float loss_scale_backoff = 0.5f;     //!< loss_scale::dynamic: S ← S · backoff on overflow
   index_t loss_scale_interval = 2000;  //!< loss_scale::dynamic: finite steps before S grows
 };
 

