@@ -1,6 +1,6 @@
-// Time per training step of the demo's network (MNIST → USPS shapes), fused fp32 step on the
-// generic backend: median and interquartile range over many steps after warm-up, the step's
-// FLOP count from the layer shapes, and the rate it reaches. Run: build/bench/step_bench
+// Time per training step of the demo's network (MNIST → USPS shapes), fused step on the generic
+// backend, in each precision: median and interquartile range over many steps after warm-up, the
+// step's FLOP count from the layer shapes, and the rate it reaches. Run: build/bench/step_bench
 // [--steps N]. The full benchmark suite (eager vs fused, PyTorch side by side) is issue 6.
 #include <dafuse/dafuse.hpp>
 
@@ -16,13 +16,14 @@ namespace df = dafuse;
 using net = df::nn::dann_net<df::nn::mlp<256, 256, 128, df::nn::relu>,
                              df::nn::linear<128, 10>,
                              df::nn::mlp<128, 128, 1, df::nn::relu>>;
-template <class Head>
+template <class Head, class Precision = df::precision::fp32>
 using step_t = df::train_step<net,
                               df::loader::resident,
-                              df::precision::fp32,
+                              Precision,
                               df::clip::global_norm,
                               Head,
                               df::optim::sgd>;
+using fp16 = df::precision::fp16<df::loss_scale::dynamic>;
 
 // 2·in·out per sample per product; forward, weight gradient, and input gradient (not for the
 // first layer, whose input is data) each cost one product.
@@ -65,15 +66,23 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], "--steps") == 0) steps = std::max(10L, std::atol(argv[i + 1]));
   const double rows = 128, source_rows = 64;
-  const double dann = stack_flops<net::feature_stack>(rows) +
+  const double dann_flops = stack_flops<net::feature_stack>(rows) +
                       stack_flops<net::classifier_stack>(source_rows) +
                       stack_flops<net::discriminator_stack>(rows) +
                       2.0 * 128 * 10 * source_rows /* classifier's input gradient */ +
                       2.0 * 128 * 128 * rows /* discriminator's input gradient */;
-  const double source_only = stack_flops<net::feature_stack>(source_rows) +
+  const double source_only_flops = stack_flops<net::feature_stack>(source_rows) +
                              stack_flops<net::classifier_stack>(source_rows) +
                              2.0 * 128 * 10 * source_rows;
-  std::printf("MNIST->USPS network 256-256-128 / 128-10 / 128-128-1, B = 64 + 64, fp32\n");
-  measure<step_t<df::head::dann<df::schedule::ganin>>>("dann", steps, dann);
-  measure<step_t<df::head::source_only<df::schedule::ganin>>>("source-only", steps, source_only);
+  std::printf("MNIST->USPS network 256-256-128 / 128-10 / 128-128-1, B = 64 + 64\n");
+  std::printf("bf16 products on %s\n", df::backend::generic::bf16_products_native
+                                             ? "AVX512-BF16 (gemm_bf16)"
+                                             : "the fp32 kernel (no AVX512-BF16 at compile time)");
+  using dann = df::head::dann<df::schedule::ganin>;
+  using source_only = df::head::source_only<df::schedule::ganin>;
+  measure<step_t<dann>>("dann fp32", steps, dann_flops);
+  measure<step_t<dann, df::precision::bf16>>("dann bf16", steps, dann_flops);
+  measure<step_t<dann, fp16>>("dann fp16", steps, dann_flops);
+  measure<step_t<source_only>>("s-only fp32", steps, source_only_flops);
+  measure<step_t<source_only, df::precision::bf16>>("s-only bf16", steps, source_only_flops);
 }
