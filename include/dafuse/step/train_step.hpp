@@ -372,7 +372,8 @@ class train_step {
     const matrix_view<value_type> z = classifier_.output();
     const matrix_view<value_type> dz = classifier_.output_gradient();
     const std::int32_t* y = labels_.data();
-    // δz = S/B · (softmax(z) − onehot(y)): the loss scale enters here and nowhere else.
+    // δz = S/B · (softmax(z) − onehot(y)): the loss scale enters here and nowhere else. The
+    // backward of G_y's last layer rounds δz to the stored format.
     const value_type scale = value_type(loss_scale_.scale / double(b));
     double sum = 0;
     for (index_t c = 0; c < b; ++c) {
@@ -381,7 +382,6 @@ class train_step {
              "a class in [0, " + std::to_string(class_count) + ")", std::to_string(y[c]));
       sum += double(nn::softmax_cross_entropy(&z(0, c), class_count, y[c], scale, &dz(0, c)));
     }
-    if constexpr (mixed) round_in_place(dz.data, class_count * b);
     return sum / double(b);
   }
 
@@ -396,7 +396,6 @@ class train_step {
       const value_type target = c < b ? value_type(0) : value_type(1);
       sum += double(nn::binary_cross_entropy_with_logit(z[c], target, scale, &dz[c]));
     }
-    if constexpr (mixed) round_in_place(dz, rows);
     return sum / double(rows);
   }
 
