@@ -232,17 +232,18 @@ class train_step {
     clip.task *= unscale;
     clip.discriminator *= unscale;
     using region = backend::generic::update_region<Optim, value_type>;
-    const auto module = [&](index_t begin, index_t end, double scale, float lr_mult) {
+    const auto module_region = [&](index_t begin, index_t end, double scale, float lr_mult) {
       return region{begin, end, value_type(scale),
                     Optim::template make<value_type>(args_, lr * double(lr_mult), step_index_)};
     };
     const std::array<region, 3> regions{
-        module(Net::features_offset, Net::classifier_offset, clip.task, args_.lr_mult.features),
-        module(Net::classifier_offset, Net::discriminator_offset, clip.task,
-               args_.lr_mult.classifier),
+        module_region(Net::features_offset, Net::classifier_offset, clip.task,
+                      args_.lr_mult.features),
+        module_region(Net::classifier_offset, Net::discriminator_offset, clip.task,
+                      args_.lr_mult.classifier),
         // Without an adversarial head G_d is not trained: an empty range.
-        module(Net::discriminator_offset, trained_param_count, clip.discriminator,
-               args_.lr_mult.discriminator)};
+        module_region(Net::discriminator_offset, trained_param_count, clip.discriminator,
+                      args_.lr_mult.discriminator)};
     backend::generic::update_parameters<Optim, System>(
         params_.data(), grads_.data(), optim_state_.data(), Net::param_count, regions, clip.limit);
     ++step_index_;
