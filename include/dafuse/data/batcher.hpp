@@ -2,10 +2,14 @@
 //! @file data/batcher.hpp
 //! @brief What each loader policy does: put B source and B target rows into a step's input.
 //!
-//! Both loaders draw row indices from the same two samplers (source and target streams of the
-//! seed), so for one seed they produce bitwise the same batches; they differ in where the rows
-//! are gathered: on the host each step (loader::sync) or in the step's own memory from a copy of
-//! the data made once (loader::resident).
+//! Every loader draws row indices from the same two samplers (source and target streams of the
+//! seed), so for one seed they produce bitwise the same batches; they differ in where and when the
+//! rows are gathered: on the host in the caller's thread each step (loader::sync), in the step's
+//! own memory from a copy of the data made once (loader::resident), or on the host by worker
+//! threads ahead of time (loader::prefetch, data/prefetch.hpp, included at the end).
+//!
+//! Each batcher reports how long its caller waited for data: wait_seconds() over all fills and
+//! last_wait_seconds() for the last one. For sync and resident that is the whole fill.
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/buffer.hpp>
@@ -19,6 +23,9 @@
 #include <thrust/for_each.h>
 #include <thrust/iterator/counting_iterator.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -53,15 +60,25 @@ class batch_indices {
   //! of the seeded sequence.
   template <class T>
   std::span<const index_t> draw(matrix_view<T> x, std::span<std::int32_t> labels) {
+    check(x, labels);
+    draw(indices_);
+    return indices_;
+  }
+  //! Throws unless x is [width, rows()] with B labels.
+  template <class T>
+  void check(matrix_view<T> x, std::span<std::int32_t> labels) const {
     if (x.rows != width_ || x.cols != rows() || index_t(labels.size()) != batch_)
       fail("batcher", "step input",
            "[" + std::to_string(width_) + ", " + std::to_string(rows()) + "] with " +
                std::to_string(batch_) + " labels",
            "[" + std::to_string(x.rows) + ", " + std::to_string(x.cols) + "] with " +
                std::to_string(labels.size()) + " labels");
-    source_.fill(std::span(indices_).first(std::size_t(batch_)));
-    if (indices_.size() > std::size_t(batch_)) target_.fill(std::span(indices_).subspan(batch_));
-    return indices_;
+  }
+  //! Draws the next batch's rows() indices into `out` (out.size() == rows()), without a step
+  //! input to check: for loaders that draw ahead of the fill.
+  void draw(std::span<index_t> out) {
+    source_.fill(out.first(std::size_t(batch_)));
+    if (out.size() > std::size_t(batch_)) target_.fill(out.subspan(std::size_t(batch_)));
   }
   index_t batch() const { return batch_; }
   //! Rows per draw: 2B, or B without target rows.
@@ -79,14 +96,47 @@ class batch_indices {
   index_t width_;
 };
 
+//! Copies the rows `idx` names ([0, B) source rows, then target rows) into `features`, row after
+//! row (a step input's column-major [width, rows] layout), and the source rows' labels into
+//! `labels`. The host gather of loader::sync and of loader::prefetch's workers.
+inline void gather_on_host(const dataset& source,
+                           const dataset& target,
+                           std::span<const index_t> idx,
+                           std::span<float> features,
+                           std::span<std::int32_t> labels) {
+  const index_t b = index_t(labels.size()), rows = index_t(idx.size()), w = source.width;
+  for (index_t c = 0; c < rows; ++c) {
+    const float* r = (c < b ? source : target).row(idx[std::size_t(c)]);
+    std::copy(r, r + w, features.begin() + c * w);
+  }
+  for (index_t c = 0; c < b; ++c)
+    labels[std::size_t(c)] = source.labels[std::size_t(idx[std::size_t(c)])];
+}
+
+//! The caller's waiting time for data: the sum over fills and the last fill's.
+class wait_meter {
+ public:
+  using clock = std::chrono::steady_clock;
+  //! Records one wait that began at `start` and ends now.
+  void stop(clock::time_point start) {
+    last_ = std::chrono::duration<double>(clock::now() - start).count();
+    total_ += last_;
+  }
+  double total() const { return total_; }
+  double last() const { return last_; }
+
+ private:
+  double total_ = 0, last_ = 0;
+};
+
 }  // namespace detail
 
 //! Fills a step's input for loader policy `Loader` on `System`.
 template <class Loader, class System>
 class batcher {
   static_assert(dependent_false<Loader>,
-                "dafuse: no batcher for this loader policy; use loader::sync or loader::resident, "
-                "or specialise data::batcher for your loader");
+                "dafuse: no batcher for this loader policy; use loader::sync, loader::resident or "
+                "loader::prefetch<Workers, Depth>, or specialise data::batcher for your loader");
 };
 
 //! loader::sync: rows are copied on the host into a staging block, then into the step's input.
@@ -105,21 +155,25 @@ class batcher<loader::sync, System> {
 
   template <class T>
   void fill(matrix_view<T> x, std::span<std::int32_t> labels) {
+    const auto start = detail::wait_meter::clock::now();
     const std::span<const index_t> idx = draws_.draw(x, labels);
-    const index_t b = draws_.batch(), rows = index_t(idx.size()), w = source_.width;
-    for (index_t c = 0; c < rows; ++c) {
-      const float* r = (c < b ? source_ : target_).row(idx[c]);
-      std::copy(r, r + w, staging_.begin() + c * w);
-    }
-    for (index_t c = 0; c < b; ++c) labels[c] = source_.labels[idx[c]];
-    thrust::copy(staging_.begin(), staging_.begin() + rows * w, x.data);
+    const std::size_t values = idx.size() * std::size_t(source_.width);
+    detail::gather_on_host(source_, target_, idx, std::span(staging_).first(values), labels);
+    thrust::copy(staging_.begin(), staging_.begin() + std::ptrdiff_t(values), x.data);
+    wait_.stop(start);
   }
+
+  //! Seconds the caller spent in fill(), over all fills: all of it is waiting for data.
+  double wait_seconds() const { return wait_.total(); }
+  //! Seconds of the last fill.
+  double last_wait_seconds() const { return wait_.last(); }
 
  private:
   const dataset& source_;
   const dataset& target_;
   detail::batch_indices draws_;
   std::vector<float> staging_;
+  detail::wait_meter wait_;
 };
 
 //! loader::resident: both data sets are copied once into the step's memory; each step copies
@@ -146,6 +200,7 @@ class batcher<loader::resident, System> {
 
   template <class T>
   void fill(matrix_view<T> x, std::span<std::int32_t> labels) {
+    const auto start = detail::wait_meter::clock::now();
     const std::span<const index_t> idx = draws_.draw(x, labels);
     const index_t b = draws_.batch(), rows = index_t(idx.size()), w = width_;
     thrust::copy(idx.begin(), idx.end(), indices_.storage().begin());
@@ -161,7 +216,13 @@ class batcher<loader::resident, System> {
                        for (index_t k = 0; k < w; ++k) out[c * w + k] = T(r[k]);
                        if (c < b) out_labels[c] = y[index[c]];
                      });
+    wait_.stop(start);
   }
+
+  //! Seconds the caller spent in fill(), over all fills: all of it is waiting for data.
+  double wait_seconds() const { return wait_.total(); }
+  //! Seconds of the last fill.
+  double last_wait_seconds() const { return wait_.last(); }
 
  private:
   index_t width_;
@@ -169,6 +230,10 @@ class batcher<loader::resident, System> {
   buffer<float, System> source_rows_, target_rows_;
   buffer<std::int32_t, System> source_labels_;
   buffer<index_t, System> indices_;
+  detail::wait_meter wait_;
 };
 
 }  // namespace dafuse::data
+
+// loader::prefetch's batcher, so that data::batcher<Loader, System> works for every shipped loader.
+#include <dafuse/data/prefetch.hpp>

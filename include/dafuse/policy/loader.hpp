@@ -4,7 +4,7 @@
 //!
 //! Whatever the loader, source and target rows are drawn by two seeded infinite samplers
 //! (data/sampler.hpp), so the same seed gives the same batches with every loader and backend.
-//! The batch assembly itself lives in data/batcher.hpp.
+//! The batch assembly itself lives in data/batcher.hpp (and data/prefetch.hpp for the workers).
 #pragma once
 #include <dafuse/config.hpp>
 
@@ -27,6 +27,26 @@ struct resident {
   static constexpr bool data_in_step_memory = true;  //!< data copied to the step's system
 };
 
+//! Workers persistent threads assemble batches (index draws, row gathering, labels) on the host
+//! into a ring of Depth staging buffers while the step runs; each fill copies the next ready batch
+//! into the step's input, so the step waits only when the workers fall behind (PyTorch's
+//! num_workers=Workers, prefetch_factor≈Depth/Workers). Batches come out in the order they were
+//! drawn: bitwise those of loader::sync for the same seed, whatever Workers and Depth.
+template <int Workers = 2, int Depth = 4>
+struct prefetch {
+  static_assert(Workers >= 1,
+                "dafuse: loader::prefetch<Workers, Depth> needs Workers >= 1 worker thread; for no "
+                "worker threads use loader::sync");
+  static_assert(
+      Depth >= 2,
+      "dafuse: loader::prefetch<Workers, Depth> needs Depth >= 2 buffers, so a worker can "
+      "fill one while the caller copies out of another");
+  using loader_tag = void;                            //!< fills the loader slot
+  static constexpr bool data_in_step_memory = false;  //!< data stays in host memory
+  static constexpr int workers = Workers;             //!< persistent threads assembling batches
+  static constexpr int depth = Depth;                 //!< staging buffers in the ring
+};
+
 }  // namespace dafuse::loader
 
 namespace dafuse {
@@ -40,5 +60,6 @@ concept loader_policy = requires {
 
 static_assert(loader_policy<loader::sync>);
 static_assert(loader_policy<loader::resident>);
+static_assert(loader_policy<loader::prefetch<>>);
 
 }  // namespace dafuse
