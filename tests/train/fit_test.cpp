@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 namespace df = dafuse;
@@ -95,4 +96,33 @@ TEST_CASE("loader::sync and loader::resident fits agree bitwise") {
   const auto a = df::fit<step_t<df::head::dann<>, df::loader::sync>>(s, t, args);
   const auto b = df::fit<step_t<df::head::dann<>, df::loader::resident>>(s, t, args);
   CHECK(a.parameters == b.parameters);
+}
+
+TEST_CASE_TEMPLATE("loader::prefetch fits agree bitwise with loader::sync, whatever the workers",
+                   Loader,
+                   df::loader::prefetch<1, 2>,
+                   df::loader::prefetch<2, 4>,
+                   df::loader::prefetch<4, 5>) {
+  const auto s = blobs(df::data::domain::source, 0, 50),
+             t = blobs(df::data::domain::target, 0.2f, 30);
+  const auto a = df::fit<step_t<df::head::dann<>, df::loader::sync>>(s, t, args);
+  const auto b = df::fit<step_t<df::head::dann<>, Loader>>(s, t, args);
+  CHECK(a.parameters == b.parameters);
+  const auto c = df::fit<step_t<df::head::source_only<>, df::loader::sync>>(s, t, args);
+  const auto d = df::fit<step_t<df::head::source_only<>, Loader>>(s, t, args);
+  CHECK(c.parameters == d.parameters);
+}
+
+TEST_CASE_TEMPLATE("fit reports the time spent waiting for data, within the loop's time",
+                   Loader,
+                   df::loader::sync,
+                   df::loader::resident,
+                   df::loader::prefetch<>) {
+  const auto s = blobs(df::data::domain::source, 0, 50),
+             t = blobs(df::data::domain::target, 0.2f, 30);
+  const df::fit_result r = df::fit<step_t<df::head::dann<>, Loader>>(s, t, args);
+  CHECK(r.data_wait_seconds >= 0);
+  CHECK(r.data_wait_seconds <= r.seconds);
+  // sync and resident wait for the whole of every fill, which always takes some time.
+  if (!std::is_same_v<Loader, df::loader::prefetch<>>) CHECK(r.data_wait_seconds > 0);
 }

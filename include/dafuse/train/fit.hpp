@@ -21,6 +21,7 @@ struct fit_result {
   double target_accuracy = std::numeric_limits<double>::quiet_NaN();  //!< NaN without labels
   double source_accuracy = 0;      //!< on the source training rows
   double seconds = 0;              //!< wall time of the training loop (not of the evaluation)
+  double data_wait_seconds = 0;    //!< of `seconds`, waiting for data (see fit())
   index_t steps = 0;               //!< steps taken
   index_t skipped_steps = 0;       //!< steps whose update was skipped for non-finite gradients
   step_report last;                //!< the last step's report
@@ -44,6 +45,10 @@ double accuracy(Step& step, const data::dataset& d) {
 //! Trains `step` in place for args.steps steps on batches its loader draws from `source`
 //! (labelled) and `target` (labels, if any, are never used for training). Returns the timings
 //! and accuracies; the step keeps the trained parameters.
+//!
+//! fit_result::data_wait_seconds sums the loader's waits over the fills (its wait_seconds()): the
+//! whole fill for loader::sync and loader::resident, only the time blocked on a batch the workers
+//! have not finished for loader::prefetch (its copy into the step's input is not counted).
 template <class Step>
 fit_result fit(Step& step, const data::dataset& source, const data::dataset& target) {
   const fit_args& args = step.args();
@@ -62,6 +67,7 @@ fit_result fit(Step& step, const data::dataset& source, const data::dataset& tar
     r.skipped_steps += r.last.skipped;
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.data_wait_seconds = batches.wait_seconds();
   r.steps = args.steps;
   r.source_accuracy = accuracy(step, source);
   if (target.has_labels()) r.target_accuracy = accuracy(step, target);
