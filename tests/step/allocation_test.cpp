@@ -110,6 +110,15 @@ TEST_CASE("a DANN step with loader::sync allocates nothing") {
                              df::head::dann<df::schedule::ganin>>() == 0);
 }
 
+TEST_CASE("a DANN step with loader::prefetch allocates nothing, in the caller or the workers") {
+  // The count is process-wide, so the workers' batch assembly during the 20 steps is counted.
+  CHECK(allocations_in_steps<df::loader::prefetch<2, 4>, df::clip::global_norm,
+                             df::head::dann<df::schedule::ganin>>() == 0);
+  CHECK(
+      allocations_in_steps<df::loader::prefetch<1, 2>, df::clip::none, df::head::source_only<>>() ==
+      0);
+}
+
 TEST_CASE("a source-only step allocates nothing") {
   CHECK(allocations_in_steps<df::loader::resident, df::clip::none, df::head::source_only<>>() == 0);
 }
