@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file data/images.hpp
+//! @brief Image domains from NPY files: [N, H, W] or [N, H, W, C] uint8/float32 as rows in [0, 1].
+#pragma once
+#include <dafuse/config.hpp>
+#include <dafuse/core/error.hpp>
+#include <dafuse/data/dataset.hpp>
+#include <dafuse/data/npy.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dafuse::data {
+
+namespace detail {
+
+//! Element `i` of a C-order array of `shape` as "[n][h][w]", for messages.
+inline std::string index_text(std::span<const std::size_t> shape, std::size_t i) {
+  std::vector<std::size_t> at(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    at[d] = i % shape[d];
+    i /= shape[d];
+  }
+  std::string s;
+  for (const std::size_t a : at) s += "[" + std::to_string(a) + "]";
+  return s;
+}
+
+}  // namespace detail
+
+//! Loads images `[N, H, W]` (grey) or `[N, H, W, C]` (channels last) as N rows of H·W(·C)
+//! features, row-major as stored, and when `labels_path` is not empty int32 labels `[N]`.
+//!
+//! With `scale_to_unit` (the default) every feature ends in [0, 1]: uint8 pixels are divided by
+//! 255 (in float, as numpy's `x.astype(np.float32) / 255`), float32 pixels are checked to lie in
+//! [0, 1] already and kept as they are, so data scaled once is never scaled twice. Without it,
+//! both are kept as stored (uint8 255 becomes 255.0f). Other dtypes and ranks are errors.
+inline dataset load_image_dataset(const std::filesystem::path& images_path,
+                                  const std::filesystem::path& labels_path,
+                                  domain side,
+                                  bool scale_to_unit = true) {
+  const std::string where = images_path.string();
+  // The dtype decides the scaling, so the file is read once here and parsed with npy.hpp's
+  // header reader rather than through load_npy_as_float, which forgets it.
+  const std::vector<unsigned char> bytes = detail::read_file(images_path, where);
+  const npy_header h = parse_npy_header(bytes, where);
+  if (h.shape.size() != 3 && h.shape.size() != 4)
+    fail(where, "shape", "images [N, H, W] or [N, H, W, C]", detail::shape_text(h.shape));
+  const std::size_t count = detail::checked_count(h, bytes.size(), where);
+  host_array<float> x{h.shape, std::vector<float>(count)};
+  const unsigned char* data = bytes.data() + h.data_offset;
+  switch (h.type) {
+    case dtype::uint8:
+      for (std::size_t i = 0; i < count; ++i)
+        x.values[i] = scale_to_unit ? float(data[i]) / 255.0f : float(data[i]);
+      break;
+    case dtype::float32:
+      if (count != 0) std::memcpy(x.values.data(), data, count * sizeof(float));
+      if (scale_to_unit) {
+        for (std::size_t i = 0; i < count; ++i) {
+          const float v = x.values[i];
+          if (!(v >= 0.0f && v <= 1.0f))
+            fail(where, "value" + detail::index_text(h.shape, i),
+                 "float32 pixels in [0, 1] (pass scale_to_unit = false to keep other values as "
+                 "they are)",
+                 std::to_string(v));
+        }
+      }
+      break;
+    case dtype::int32:
+      fail(where, "descr", "'|u1' (uint8) or '<f4' (float32) images", "'<i4' (int32)");
+  }
+
+  std::vector<std::int32_t> y;
+  if (!labels_path.empty()) {
+    host_array<std::int32_t> l = load_npy<std::int32_t>(labels_path);
+    if (l.shape.size() != 1)
+      fail(labels_path.string(), "shape", "one dimension [N]",
+           std::to_string(l.shape.size()) + " dimensions");
+    if (l.shape[0] != h.shape[0])
+      fail(labels_path.string(), "shape", "[" + std::to_string(h.shape[0]) + "] to match " + where,
+           "[" + std::to_string(l.shape[0]) + "]");
+    y = std::move(l.values);
+  }
+  return make_dataset(where, side, std::move(x), std::move(y));
+}
+
+}  // namespace dafuse::data
