@@ -12,8 +12,11 @@
 #include <dafuse/core/system.hpp>
 #include <dafuse/data/batcher.hpp>
 #include <dafuse/data/dataset.hpp>
+#include <dafuse/data/images.hpp>
 #include <dafuse/data/npy.hpp>
+#include <dafuse/data/npy_map.hpp>
 #include <dafuse/data/sampler.hpp>
+#include <dafuse/data/transform.hpp>
 #include <dafuse/nn/activation.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/nn/dense.hpp>
