@@ -223,6 +223,18 @@ TEST_CASE("fit rejects sets given in the wrong order or of different widths") {
                        dafuse::error);
 }
 
+TEST_CASE("standardize refuses to fit on a set with no rows") {
+  dataset empty;
+  empty.origin = "hand-made";
+  empty.width = 3;
+  const dataset target = random_set("tgt", domain::target, 4, 3, 1.0f, 1.0f, 26);
+  dafuse::data::standardize t;
+  CHECK_THROWS_WITH_AS(t.fit(empty, target),
+                       "dafuse: hand-made: features: expected at least one row and one feature to "
+                       "fit statistics on, found 0 rows of width 3 in 0 values",
+                       dafuse::error);
+}
+
 TEST_CASE("standardize statistics saved and set again transform exactly like the fitted ones") {
   const dataset source = random_set("src", domain::source, 30, 4, 2.0f, 3.0f, 17);
   const dataset target = random_set("tgt", domain::target, 30, 4, 2.0f, 3.0f, 18);

@@ -91,6 +91,11 @@ struct feature_stats {
   //! Mean and standard deviation of each feature of `d`, in double, two passes (the mean first,
   //! then the squared deviations from it, which does not cancel as E[x²] - E[x]² can).
   static feature_stats of(const dataset& d) {
+    // make_dataset never builds an empty set, but a dataset is a plain struct anyone can fill.
+    if (d.rows <= 0 || d.width <= 0 || d.features.size() != std::size_t(d.rows * d.width))
+      fail(d.origin, "features", "at least one row and one feature to fit statistics on",
+           std::to_string(d.rows) + " rows of width " + std::to_string(d.width) + " in " +
+               std::to_string(d.features.size()) + " values");
     const auto w = std::size_t(d.width);
     feature_stats s{d.origin, std::vector<double>(w, 0.0), std::vector<double>(w, 0.0)};
     // A feature is constant exactly when its float values are all equal; its std is then 0 by
