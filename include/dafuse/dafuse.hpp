@@ -15,6 +15,7 @@
 #include <dafuse/data/images.hpp>
 #include <dafuse/data/npy.hpp>
 #include <dafuse/data/npy_map.hpp>
+#include <dafuse/data/prefetch.hpp>
 #include <dafuse/data/sampler.hpp>
 #include <dafuse/data/transform.hpp>
 #include <dafuse/nn/activation.hpp>
