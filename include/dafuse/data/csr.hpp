@@ -93,14 +93,16 @@ inline void check_csr_entries(const csr_matrix& m, const csr_origins& o) {
     const std::size_t end = std::size_t(m.indptr[std::size_t(i) + 1]);
     for (std::size_t p = begin; p < end; ++p) {
       const std::int32_t c = m.indices[p];
-      const std::string field =
-          "indices[" + std::to_string(p) + "] (row " + std::to_string(i) + ")";
+      // Built only on failure: this loop runs once per non-zero.
+      const auto field = [&]() {
+        return "indices[" + std::to_string(p) + "] (row " + std::to_string(i) + ")";
+      };
       if (c < 0 || c >= m.cols)
-        fail(o.indices, field, "a column in [0, " + std::to_string(m.cols) + ")",
+        fail(o.indices, field(), "a column in [0, " + std::to_string(m.cols) + ")",
              std::to_string(c));
       if (p > begin && c <= m.indices[p - 1])
         fail(
-            o.indices, field,
+            o.indices, field(),
             "columns strictly ascending within the row: greater than indices[" +
                 std::to_string(p - 1) + "] = " + std::to_string(m.indices[p - 1]),
             std::to_string(c) + (c == m.indices[p - 1]
@@ -115,6 +117,7 @@ inline void check_csr_entries(const csr_matrix& m, const csr_origins& o) {
   }
 }
 
+//! Everything check_csr checks, with each field's origin named.
 inline void validate_csr(const csr_matrix& m, const csr_origins& o) {
   check_csr_structure(m, o);
   check_csr_entries(m, o);
