@@ -15,6 +15,7 @@
 #include <thrust/fill.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 
@@ -41,6 +42,31 @@ struct matrix_view {
   operator matrix_view<const U>() const {
     return {data, rows, cols};
   }
+};
+
+//! A non-owning [rows, cols] sparse matrix stored by columns (compressed sparse columns), one
+//! sample per column: exactly the rows of a CSR data set. Column c's non-zeros are
+//! values[k], at row indices[k], for k in [col_begin(c), col_begin(c + 1)), the rows ascending.
+//! `offsets` may point into a larger CSR array: positions are taken relative to offsets[0], so a
+//! run of a data set's rows is a view without a copy.
+template <class T>
+struct sparse_matrix_view {
+  const std::int32_t* offsets = nullptr;  //!< [cols + 1], non-decreasing
+  const std::int32_t* indices = nullptr;  //!< row (feature) of each non-zero
+  T* values = nullptr;                    //!< value of each non-zero
+  index_t rows = 0;                       //!< height (features)
+  index_t cols = 0;                       //!< width (samples)
+  //! Distinct rows that have a non-zero in some column, when the owner computed them (the
+  //! sparse weight gradient touches only those); `used_rows == nullptr` means not computed.
+  const std::int32_t* used_rows = nullptr;
+  index_t used_count = 0;  //!< entries of used_rows
+
+  //! Position of column c's first non-zero in indices/values.
+  DAFUSE_HOST_DEVICE constexpr index_t col_begin(index_t c) const {
+    return index_t(offsets[c]) - index_t(offsets[0]);
+  }
+  //! Non-zeros in the whole view.
+  DAFUSE_HOST_DEVICE constexpr index_t nnz() const { return col_begin(cols); }
 };
 
 //! Owning, fixed-size storage in `System`'s memory. Sized once; never reallocates.

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dafuse::data {
@@ -42,19 +43,21 @@ class batch_indices {
                 index_t batch,
                 std::uint64_t seed,
                 bool with_target)
-      : source_(source.rows, seed, rng_stream::source_sampler),
+      : batch_indices(
+            checked_rows(source, target, with_target), source.width, batch, seed, with_target) {}
+  //! The same draws for any kind of data set (dense or sparse), from its row counts; the caller
+  //! checks labels and widths. `rows` = {source rows, target rows}.
+  batch_indices(std::pair<index_t, index_t> rows,
+                index_t width,
+                index_t batch,
+                std::uint64_t seed,
+                bool with_target)
+      : source_(rows.first, seed, rng_stream::source_sampler),
         // Without a head that reads target rows the target may be empty; its sampler is unused.
-        target_(with_target ? target.rows : 1, seed, rng_stream::target_sampler),
+        target_(with_target ? rows.second : 1, seed, rng_stream::target_sampler),
         indices_(std::size_t(with_target ? 2 * check_batch(batch) : check_batch(batch))),
         batch_(batch),
-        width_(source.width) {
-    if (!source.has_labels())
-      fail(source.origin, "labels", "labels for every source row", "an unlabelled data set");
-    if (with_target && source.width != target.width)
-      fail(target.origin, "feature width",
-           std::to_string(source.width) + " (the source's, " + source.origin + ")",
-           std::to_string(target.width));
-  }
+        width_(width) {}
   //! Draws the next batch for a step input x: [width, rows()] with B labels: [0, B) index source
   //! rows, [B, 2B) target rows. The shape is checked first, so a rejected call consumes nothing
   //! of the seeded sequence.
@@ -85,6 +88,18 @@ class batch_indices {
   index_t rows() const { return index_t(indices_.size()); }
 
  private:
+  // The row counts of a dense source and target, after checking what every loader needs.
+  static std::pair<index_t, index_t> checked_rows(const dataset& source,
+                                                  const dataset& target,
+                                                  bool with_target) {
+    if (!source.has_labels())
+      fail(source.origin, "labels", "labels for every source row", "an unlabelled data set");
+    if (with_target && source.width != target.width)
+      fail(target.origin, "feature width",
+           std::to_string(source.width) + " (the source's, " + source.origin + ")",
+           std::to_string(target.width));
+    return {source.rows, target.rows};
+  }
   static index_t check_batch(index_t batch) {
     if (batch < 1) fail("batcher", "batch", "at least 1 row per domain", std::to_string(batch));
     return batch;

@@ -33,12 +33,17 @@ struct dann_net {
                 "dafuse: the label classifier needs at least two outputs (one logit per class)");
   static_assert(Discriminator::out == 1,
                 "dafuse: the domain discriminator must output one logit (source = 0, target = 1)");
+  static_assert(!reads_sparse_input<Classifier> && !reads_sparse_input<Discriminator>,
+                "dafuse: only the feature extractor can read sparse input (nn::sparse_input); the "
+                "classifier and the discriminator read the dense features");
 
   using feature_stack = typename Features::template stack<true>;              //!< G_f, activated
   using classifier_stack = typename Classifier::template stack<false>;        //!< G_y, logits
   using discriminator_stack = typename Discriminator::template stack<false>;  //!< G_d, a logit
 
-  static constexpr index_t input_width = feature_stack::in;      //!< width of a data row
+  static constexpr index_t input_width = feature_stack::in;  //!< width of a data row
+  //! The data rows are sparse (CSR): G_f is an nn::sparse_input module.
+  static constexpr bool sparse_input = reads_sparse_input<Features>;
   static constexpr index_t feature_width = feature_stack::out;   //!< width of h
   static constexpr index_t class_count = classifier_stack::out;  //!< number of classes
 

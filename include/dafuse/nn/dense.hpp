@@ -164,4 +164,22 @@ concept module_spec = requires {
   { M::out } -> std::convertible_to<index_t>;
 };
 
+//! A module whose input is sparse: rows of a CSR data set (bag-of-words counts, one-hot
+//! features), e.g. `nn::sparse_input<nn::mlp<5000, 100, nn::relu>>`. Its first layer multiplies
+//! only the non-zeros and writes weight gradients only for the features a batch uses
+//! (backend/generic/sparse.hpp); the rest of the module is unchanged. Only the feature extractor
+//! of a dann_net can take sparse input.
+template <class Module>
+struct sparse_input : Module {
+  static_assert(module_spec<Module>,
+                "dafuse: nn::sparse_input<M> wraps a module such as nn::mlp<5000, 100, nn::relu>");
+  static constexpr bool sparse = true;  //!< the first layer reads CSR rows
+};
+
+//! Whether a module reads sparse input (nn::sparse_input).
+template <class M>
+inline constexpr bool reads_sparse_input = requires {
+  requires M::sparse;
+};
+
 }  // namespace dafuse::nn

@@ -124,6 +124,8 @@ class train_step {
 
   static constexpr bool adversarial = Head::adversarial;  //!< runs G_d on target rows
   static constexpr index_t input_width = Net::input_width;
+  //! The batch is sparse (G_f is an nn::sparse_input module): fill sparse_batch(), not input().
+  static constexpr bool sparse_input = Net::sparse_input;
   static constexpr index_t class_count = Net::class_count;
   //! Parameters this step trains: all of them with an adversarial head, G_f + G_y without.
   static constexpr index_t trained_param_count =
@@ -158,14 +160,26 @@ class train_step {
     grads_ = buffer<value_type, System>(Net::param_count, value_type(0));
     optim_state_ =
         buffer<value_type, System>(Net::param_count * Optim::state_per_param, value_type(0));
-    input_ = buffer<value_type, System>(input_width * rows);
+    if constexpr (sparse_input) {
+      // Room for the densest possible batch, so no batch can ever need more (5 MB for the
+      // Amazon reviews' 5000 features and 128 rows).
+      sparse_offsets_ = buffer<std::int32_t, System>(rows + 1, 0);
+      sparse_indices_ = buffer<std::int32_t, System>(input_width * rows);
+      sparse_values_ = buffer<value_type, System>(input_width * rows);
+      used_features_ = buffer<std::int32_t, System>(input_width);
+      previous_used_features_ = buffer<std::int32_t, System>(input_width);
+      feature_marks_ = buffer<std::uint8_t, System>(input_width, 0);
+    } else {
+      input_ = buffer<value_type, System>(input_width * rows);
+    }
     labels_ = buffer<std::int32_t, System>(b, 0);
     const index_t chunk = args_.eval_chunk;
     workspace_ = buffer<value_type, System>(
         stack_scratch<feature_stack>::elements(rows) +
         stack_scratch<classifier_stack>::elements(b) +
         (adversarial ? stack_scratch<discriminator_stack>::elements(rows) : 0) +
-        input_width * chunk + stack_scratch<feature_stack>::elements(chunk, false) +
+        (sparse_input ? 0 : input_width * chunk) +
+        stack_scratch<feature_stack>::elements(chunk, false) +
         stack_scratch<classifier_stack>::elements(chunk, false));
     value_type* cursor = workspace_.data();
     auto carve = [&](index_t n) {
@@ -177,7 +191,7 @@ class train_step {
     classifier_ = {carve(stack_scratch<classifier_stack>::elements(b)), b};
     if constexpr (adversarial)
       discriminator_ = {carve(stack_scratch<discriminator_stack>::elements(rows)), rows};
-    eval_input_ = {carve(input_width * chunk), input_width, chunk};
+    eval_input_ = {carve(sparse_input ? 0 : input_width * chunk), input_width, chunk};
     eval_features_ = {carve(stack_scratch<feature_stack>::elements(chunk, false)), chunk, false};
     eval_classifier_ = {carve(stack_scratch<classifier_stack>::elements(chunk, false)), chunk,
                         false};
@@ -205,7 +219,24 @@ class train_step {
   index_t feature_rows() const { return adversarial ? 2 * args_.batch : args_.batch; }
 
   //! The batch the loader fills: [input_width, feature_rows()], source columns first.
-  matrix_view<value_type> input() { return input_.matrix(input_width, feature_rows()); }
+  matrix_view<value_type> input() requires(!sparse_input) {
+    return input_.matrix(input_width, feature_rows());
+  }
+
+  //! Where a sparse batch goes (sparse_input only): feature_rows() samples, source first, in CSR
+  //! form: sample c's non-zeros are values[k] at feature indices[k] for k in
+  //! [offsets[c], offsets[c + 1]), offsets[0] = 0, features ascending within a sample. The spans
+  //! hold room for input_width non-zeros per sample.
+  struct sparse_batch_slots {
+    std::span<std::int32_t> offsets;  //!< [feature_rows() + 1]
+    std::span<std::int32_t> indices;  //!< feature of each non-zero
+    std::span<value_type> values;     //!< value of each non-zero
+  };
+  sparse_batch_slots sparse_batch() requires sparse_input {
+    return {{sparse_offsets_.data(), std::size_t(feature_rows() + 1)},
+            {sparse_indices_.data(), sparse_indices_.size()},
+            {sparse_values_.data(), sparse_values_.size()}};
+  }
   //! The source rows' class labels: [B], each in [0, class_count).
   std::span<std::int32_t> source_labels() { return {labels_.data(), labels_.size()}; }
 
@@ -253,12 +284,148 @@ class train_step {
   //! Forward and backward only: fills gradients() for the current parameters with reversal
   //! weight λ and returns the losses; no parameter changes. Used by run() and by gradient checks.
   step_report compute_gradients(double lambda) {
+    if constexpr (sparse_input) {
+      return compute_gradients_on(prepare_sparse_batch(), lambda);
+    } else {
+      // A sparse batch's values are rounded as the first layer reads them; a dense one here.
+      if constexpr (mixed) round_in_place(input().data, input_width * feature_rows());
+      return compute_gradients_on(matrix_view<const value_type>(input()), lambda);
+    }
+  }
+
+  //! Predicted class of each sample of a sparse matrix (sparse_input only): `rows` is [input_width,
+  //! n], one sample per column, e.g. sparse_rows() of a CSR data set.
+  void predict(sparse_matrix_view<const value_type> rows,
+               std::int32_t* classes) requires sparse_input {
+    namespace gen = backend::generic;
+    if (rows.rows != input_width)
+      fail("train_step::predict", "sparse rows", std::to_string(input_width) + " features",
+           std::to_string(rows.rows));
+    const value_type* p = working_parameters();
+    for (index_t first = 0; first < rows.cols; first += eval_features_.cols) {
+      const index_t count = std::min(eval_features_.cols, rows.cols - first);
+      const index_t begin = rows.col_begin(first);
+      const sparse_matrix_view<const value_type> x{rows.offsets + first, rows.indices + begin,
+                                                   rows.values + begin, input_width, count};
+      classify(p, x, first, classes);
+    }
+  }
+
+  //! Predicted class of each of `n` rows stored row-major at `rows` ([n, input_width] floats).
+  template <class In>
+  void predict(const In* rows, index_t n, std::int32_t* classes) requires(!sparse_input) {
+    namespace gen = backend::generic;
+    const value_type* p = working_parameters();
+    for (index_t first = 0; first < n; first += eval_input_.cols) {
+      const index_t count = std::min(eval_input_.cols, n - first);
+      const In* src = rows + first * input_width;
+      value_type* dst = eval_input_.data;
+      for (index_t k = 0; k < count * input_width; ++k)
+        dst[k] = products_type::round(value_type(src[k]));
+      classify(p, matrix_view<const value_type>{dst, input_width, count}, first, classes);
+    }
+  }
+
+  std::span<value_type> parameters() { return {params_.data(), params_.size()}; }
+  std::span<const value_type> parameters() const { return {params_.data(), params_.size()}; }
+  //! Raw gradients of the last compute_gradients()/run(), before clipping and still multiplied
+  //! by the loss scale (report.loss_scale; 1 without a loss scaler).
+  std::span<const value_type> gradients() const { return {grads_.data(), grads_.size()}; }
+  //! The loss scaler's S and its count of finite steps; S is what the next step scales by.
+  const loss_scale_state& loss_scale() const { return loss_scale_; }
+  //! Squared norms of the last gradients, per module.
+  const grad_norms& norms() const { return norms_; }
+  //! Steps taken since initialisation.
+  index_t step_index() const { return step_index_; }
+  const fit_args& args() const { return args_; }
+
+ private:
+  template <class Stack>
+  using stack_scratch = backend::generic::stack_scratch<Stack, value_type>;
+  using products_type = backend::generic::products_for<compute_format, value_type>;
+
+  static void round_in_place(value_type* v, index_t n) {
+    for (index_t i = 0; i < n; ++i) v[i] = products_type::round(v[i]);
+  }
+
+  // The weights the products read: the master copy itself, or (mixed precision) a copy rounded
+  // to the compute format, refreshed from the master copy on every call (users may have written
+  // parameters() since the last step).
+  const value_type* working_parameters() {
+    if constexpr (!mixed) {
+      return params_.data();
+    } else {
+      const value_type* master = params_.data();
+      value_type* working = working_params_.data();
+      for (index_t i = 0; i < Net::param_count; ++i) working[i] = products_type::round(master[i]);
+      return working;
+    }
+  }
+
+  // Classes of the x.cols samples of one evaluation chunk, written from classes[first].
+  template <class Input>
+  void classify(const value_type* p, const Input& x, index_t first, std::int32_t* classes) {
+    namespace gen = backend::generic;
+    const auto f = eval_features_.leading(x.cols);
+    const auto y = eval_classifier_.leading(x.cols);
+    gen::forward<feature_stack>(p + Net::features_offset, x, f, gemm_);
+    gen::forward<classifier_stack>(p + Net::classifier_offset,
+                                   matrix_view<const value_type>(f.output()), y, gemm_);
+    const matrix_view<value_type> logits = y.output();
+    for (index_t c = 0; c < x.cols; ++c)
+      classes[first + c] = nn::argmax(&logits(0, c), class_count);
+  }
+
+  // Checks the sparse batch, lists the features it uses, and clears the first layer's weight
+  // gradient where the previous batch wrote it: the sparse weight gradient writes only the
+  // columns of used features and needs zeros there; every other column stays zero.
+  sparse_matrix_view<const value_type> prepare_sparse_batch() {
+    const index_t rows = feature_rows();
+    const std::int32_t* offsets = sparse_offsets_.data();
+    const std::int32_t* indices = sparse_indices_.data();
+    if (offsets[0] != 0)
+      fail("train_step", "sparse_batch().offsets[0]", "0", std::to_string(offsets[0]));
+    for (index_t c = 0; c < rows; ++c)
+      if (offsets[c + 1] < offsets[c] || index_t(offsets[c + 1]) > sparse_values_.size())
+        fail("train_step", "sparse_batch().offsets[" + std::to_string(c + 1) + "]",
+             "a non-decreasing offset <= " + std::to_string(sparse_values_.size()),
+             std::to_string(offsets[c + 1]));
+    constexpr index_t out = feature_stack::template layer<0>::out;
+    value_type* dw = grads_.data() + Net::features_offset;  // layer 0's weights come first
+    std::swap(used_features_, previous_used_features_);
+    for (index_t k = 0; k < used_count_; ++k)
+      std::fill_n(dw + index_t(previous_used_features_.data()[k]) * out, out, value_type(0));
+    std::uint8_t* marks = feature_marks_.data();
+    std::int32_t* used = used_features_.data();
+    used_count_ = 0;
+    for (index_t k = 0, nnz = offsets[rows]; k < nnz; ++k) {
+      const std::int32_t j = indices[k];
+      if (j < 0 || j >= input_width) {
+        for (index_t u = 0; u < used_count_; ++u) marks[used[u]] = 0;
+        used_count_ = 0;
+        fail("train_step", "sparse_batch().indices[" + std::to_string(k) + "]",
+             "a feature in [0, " + std::to_string(input_width) + ")", std::to_string(j));
+      }
+      if (!marks[j]) {
+        marks[j] = 1;
+        used[used_count_++] = j;
+      }
+    }
+    for (index_t u = 0; u < used_count_; ++u) marks[used[u]] = 0;
+    sparse_matrix_view<const value_type> x{offsets, indices, sparse_values_.data(), input_width,
+                                           rows};
+    x.used_rows = used;
+    x.used_count = used_count_;
+    return x;
+  }
+
+  // Forward and backward on the batch x (dense or sparse); see compute_gradients().
+  template <class Input>
+  step_report compute_gradients_on(const Input& x, double lambda) {
     namespace gen = backend::generic;
     const index_t b = args_.batch;
     const value_type* p = working_parameters();
     value_type* g = grads_.data();
-    if constexpr (mixed) round_in_place(input().data, input_width * feature_rows());
-    matrix_view<const value_type> x = input();
 
     gen::forward<feature_stack>(p + Net::features_offset, x, features_, gemm_);
     const matrix_view<value_type> h = features_.output();  // [feature_width, rows]
@@ -301,65 +468,6 @@ class train_step {
     report.task_grad_norm = norms_.task();
     report.discriminator_grad_norm = norms_.discriminator();
     return report;
-  }
-
-  //! Predicted class of each of `n` rows stored row-major at `rows` ([n, input_width] floats).
-  template <class In>
-  void predict(const In* rows, index_t n, std::int32_t* classes) {
-    namespace gen = backend::generic;
-    const value_type* p = working_parameters();
-    for (index_t first = 0; first < n; first += eval_input_.cols) {
-      const index_t count = std::min(eval_input_.cols, n - first);
-      const In* src = rows + first * input_width;
-      value_type* dst = eval_input_.data;
-      for (index_t k = 0; k < count * input_width; ++k)
-        dst[k] = products_type::round(value_type(src[k]));
-      const matrix_view<const value_type> x{dst, input_width, count};
-      const auto f = eval_features_.leading(count);
-      const auto y = eval_classifier_.leading(count);
-      gen::forward<feature_stack>(p + Net::features_offset, x, f, gemm_);
-      gen::forward<classifier_stack>(p + Net::classifier_offset,
-                                     matrix_view<const value_type>(f.output()), y, gemm_);
-      const matrix_view<value_type> logits = y.output();
-      for (index_t c = 0; c < count; ++c)
-        classes[first + c] = nn::argmax(&logits(0, c), class_count);
-    }
-  }
-
-  std::span<value_type> parameters() { return {params_.data(), params_.size()}; }
-  std::span<const value_type> parameters() const { return {params_.data(), params_.size()}; }
-  //! Raw gradients of the last compute_gradients()/run(), before clipping and still multiplied
-  //! by the loss scale (report.loss_scale; 1 without a loss scaler).
-  std::span<const value_type> gradients() const { return {grads_.data(), grads_.size()}; }
-  //! The loss scaler's S and its count of finite steps; S is what the next step scales by.
-  const loss_scale_state& loss_scale() const { return loss_scale_; }
-  //! Squared norms of the last gradients, per module.
-  const grad_norms& norms() const { return norms_; }
-  //! Steps taken since initialisation.
-  index_t step_index() const { return step_index_; }
-  const fit_args& args() const { return args_; }
-
- private:
-  template <class Stack>
-  using stack_scratch = backend::generic::stack_scratch<Stack, value_type>;
-  using products_type = backend::generic::products_for<compute_format, value_type>;
-
-  static void round_in_place(value_type* v, index_t n) {
-    for (index_t i = 0; i < n; ++i) v[i] = products_type::round(v[i]);
-  }
-
-  // The weights the products read: the master copy itself, or (mixed precision) a copy rounded
-  // to the compute format, refreshed from the master copy on every call (users may have written
-  // parameters() since the last step).
-  const value_type* working_parameters() {
-    if constexpr (!mixed) {
-      return params_.data();
-    } else {
-      const value_type* master = params_.data();
-      value_type* working = working_params_.data();
-      for (index_t i = 0; i < Net::param_count; ++i) working[i] = products_type::round(master[i]);
-      return working;
-    }
   }
 
   static const fit_args& checked(const fit_args& a) {
@@ -405,9 +513,17 @@ class train_step {
   buffer<value_type, System> working_params_;  // mixed precision: params_ rounded, else empty
   buffer<value_type, System> grads_;           // [param_count], same layout
   buffer<value_type, System> optim_state_;     // [state_per_param · param_count]
-  buffer<value_type, System> input_;           // [input_width, rows]
-  buffer<std::int32_t, System> labels_;        // [B]
-  buffer<value_type, System> workspace_;       // every scratch below, carved once
+  buffer<value_type, System> input_;           // [input_width, rows] (dense input)
+  // A sparse batch (sparse_input): CSR offsets, feature indices and values, room for the densest.
+  buffer<std::int32_t, System> sparse_offsets_, sparse_indices_;
+  buffer<value_type, System> sparse_values_;
+  // Features the current and the previous sparse batch use, and a mark per feature (all 0
+  // between calls) to list them without duplicates.
+  buffer<std::int32_t, System> used_features_, previous_used_features_;
+  buffer<std::uint8_t, System> feature_marks_;
+  index_t used_count_ = 0;
+  buffer<std::int32_t, System> labels_;   // [B]
+  buffer<value_type, System> workspace_;  // every scratch below, carved once
   stack_scratch<feature_stack> features_;
   stack_scratch<classifier_stack> classifier_;
   stack_scratch<discriminator_stack> discriminator_;

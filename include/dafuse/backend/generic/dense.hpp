@@ -12,6 +12,7 @@
 #include <dafuse/config.hpp>
 
 #include <dafuse/backend/generic/gemm.hpp>
+#include <dafuse/backend/generic/sparse.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
@@ -20,7 +21,9 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace dafuse::backend::generic {
@@ -89,22 +92,74 @@ struct stack_scratch {
 };
 
 //! The input and the scratch must describe the same samples and x must be [Stack::in, n].
-template <class Stack, class T>
-void check_columns(matrix_view<const T> x, const stack_scratch<Stack, T>& s) {
+//! `Input` is a dense matrix_view or a sparse_matrix_view (a sparse first layer).
+template <class Stack, class T, class Input>
+void check_columns(const Input& x, const stack_scratch<Stack, T>& s) {
   if (x.cols != s.cols || x.rows != Stack::in)
     fail("layer stack", "input",
          "[" + std::to_string(Stack::in) + ", " + std::to_string(s.cols) + "] to match its scratch",
          "[" + std::to_string(x.rows) + ", " + std::to_string(x.cols) + "]");
 }
 
+//! y = W·x for a layer's dense input x: [in, n], before bias and activation.
+template <class Layer, class T, class Products>
+void input_product(Products& ws, const T* w, matrix_view<const T> x, T* y) {
+  ws.template product<op::none, op::none>(Layer::out, x.cols, Layer::in, T(1), w, Layer::out,
+                                          x.data, Layer::in, T(0), y, Layer::out);
+}
+
+//! y = W·x for a sparse input: one scaled column of W per non-zero (backend/generic/sparse.hpp).
+template <class Layer, class T, class Products>
+void input_product(Products&, const T* w, sparse_matrix_view<const T> x, T* y) {
+  sparse_input_product<Products>(w, Layer::out, x, y);
+}
+
+//! Writes ∂L/∂b = Σ_columns δz, rounds it and ∂L/∂W's columns (all of them, or the `count` listed
+//! in `columns`) to the stored format, and returns the squared norm of both. Gradients are stored
+//! in the narrow format too: a scaled fp16 gradient that does not fit becomes ±Inf here, and the
+//! norm reports the overflow.
+template <class Layer, class T, class Products>
+double finish_gradient(const matrix_map<T>& dz, T* gw, const std::int32_t* columns, index_t count) {
+  vector_map<T> db(gw + Layer::weight_count, Layer::out);
+  db.noalias() = dz.rowwise().sum();
+  const auto round = [](T v) { return Products::round(v); };
+  if constexpr (Products::rounds) db = db.unaryExpr(round);
+  double norm_sq = double(db.squaredNorm());
+  if (columns == nullptr) {
+    matrix_map<T> dw(gw, Layer::out, Layer::in);
+    if constexpr (Products::rounds) dw = dw.unaryExpr(round);
+    return norm_sq + double(dw.squaredNorm());
+  }
+  for (index_t k = 0; k < count; ++k) {
+    vector_map<T> dw(gw + index_t(columns[k]) * Layer::out, Layer::out);
+    if constexpr (Products::rounds) dw = dw.unaryExpr(round);
+    norm_sq += double(dw.squaredNorm());
+  }
+  return norm_sq;
+}
+
+//! ∂L/∂W = δz·xᵀ ([out, n]·[n, in]) and ∂L/∂b for a dense input; returns their squared norm.
+template <class Layer, class T, class Products>
+double weight_gradient(Products& ws, const matrix_map<T>& dz, matrix_view<const T> x, T* gw) {
+  ws.template product<op::none, op::transpose>(Layer::out, Layer::in, x.cols, T(1), dz.data(),
+                                               Layer::out, x.data, Layer::in, T(0), gw, Layer::out);
+  return finish_gradient<Layer, T, Products>(dz, gw, nullptr, 0);
+}
+
+//! The same for a sparse input: only the columns of ∂L/∂W at used features are written (they
+//! must hold zeros on entry; the others stay zero), and only those are rounded and summed when
+//! the view lists them.
+template <class Layer, class T, class Products>
+double weight_gradient(Products&, const matrix_map<T>& dz, sparse_matrix_view<const T> x, T* gw) {
+  sparse_weight_gradient<Products>(dz.data(), Layer::out, x, gw);
+  return finish_gradient<Layer, T, Products>(dz, gw, x.used_rows, x.used_count);
+}
+
 //! y_l for every layer of `Stack` on x: [in, n], using the stack's parameters at `params`.
 //! `Products` runs the matrix products and rounds stored values (a gemm_workspace<T> for plain
 //! precision, a mixed_products<F> for bf16/fp16).
-template <class Stack, class T, class Products>
-void forward(const T* params,
-             matrix_view<const T> x,
-             const stack_scratch<Stack, T>& s,
-             Products& ws) {
+template <class Stack, class T, class Products, class Input>
+void forward(const T* params, const Input& x, const stack_scratch<Stack, T>& s, Products& ws) {
   check_columns(x, s);
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     (
@@ -112,13 +167,12 @@ void forward(const T* params,
           using layer = typename Stack::template layer<I>;
           const T* w = params + Stack::template param_offset<I>();
           const_vector_map<T> b(w + layer::weight_count, layer::out);
-          matrix_view<const T> in =
-              I == 0 ? x : matrix_view<const T>(s.outputs[I == 0 ? 0 : I - 1]);
           matrix_map<T> y = map(s.outputs[I]);
           // y = W·x: [out, in]·[in, n]
-          ws.template product<op::none, op::none>(layer::out, in.cols, layer::in, T(1), w,
-                                                  layer::out, in.data, layer::in, T(0),
-                                                  s.outputs[I].data, layer::out);
+          if constexpr (I == 0)
+            input_product<layer>(ws, w, x, s.outputs[I].data);
+          else
+            input_product<layer>(ws, w, matrix_view<const T>(s.outputs[I - 1]), s.outputs[I].data);
           // Bias, activation and the rounding to the stored format in one pass (one rounding).
           y = (y.colwise() + b).unaryExpr([](T z) { return Products::round(layer::act(z)); });
         }(),
@@ -132,10 +186,10 @@ void forward(const T* params,
 //! When `input_gradient` is given, also writes δx (scaled by `alpha`) into it, adding to what is
 //! there when `accumulate` is set: that is how the reversal's −λ and the sum of the classifier's
 //! and the discriminator's contributions to δh cost no extra pass.
-template <class Stack, class T, class Products>
+template <class Stack, class T, class Products, class Input>
 double backward(const T* params,
                 T* grads,
-                matrix_view<const T> x,
+                const Input& x,
                 const stack_scratch<Stack, T>& s,
                 Products& ws,
                 matrix_view<T> input_gradient = {},
@@ -161,28 +215,20 @@ double backward(const T* params,
           }
           const T* w = params + Stack::template param_offset<l>();
           T* gw = grads + Stack::template param_offset<l>();
-          matrix_view<const T> in =
-              l == 0 ? x : matrix_view<const T>(s.outputs[l == 0 ? 0 : l - 1]);
-          const index_t n = in.cols;
-          matrix_map<T> dW(gw, layer::out, layer::in);
-          vector_map<T> db(gw + layer::weight_count, layer::out);
-          // ∂L/∂W = δz·xᵀ: [out, n]·[n, in]
-          ws.template product<op::none, op::transpose>(layer::out, layer::in, n, T(1), dz.data(),
-                                                       layer::out, in.data, layer::in, T(0), gw,
-                                                       layer::out);
-          db.noalias() = dz.rowwise().sum();
-          if constexpr (Products::rounds) {
-            // Gradients are stored in the narrow format too: a scaled fp16 gradient that does not
-            // fit becomes ±Inf here, and the norm below reports the overflow.
-            dW = dW.unaryExpr([](T v) { return Products::round(v); });
-            db = db.unaryExpr([](T v) { return Products::round(v); });
-          }
-          norm_sq += double(dW.squaredNorm()) + double(db.squaredNorm());
+          const index_t n = s.cols;
+          if constexpr (l == 0)
+            norm_sq += weight_gradient<layer>(ws, dz, x, gw);
+          else
+            norm_sq += weight_gradient<layer>(ws, dz, matrix_view<const T>(s.outputs[l - 1]), gw);
           // δx = α·Wᵀ·δz: [in, out]·[out, n]
           if constexpr (l > 0) {
             ws.template product<op::transpose, op::none>(layer::in, n, layer::out, T(1), w,
                                                          layer::out, dz.data(), layer::out, T(0),
                                                          s.gradients[l - 1].data, layer::in);
+          } else if constexpr (std::is_same_v<Input, sparse_matrix_view<const T>>) {
+            if (input_gradient.data != nullptr)
+              fail("layer stack", "input gradient", "none for a sparse input (it is data)",
+                   "a buffer to write it to");
           } else if (input_gradient.data != nullptr) {
             ws.template product<op::transpose, op::none>(
                 layer::in, n, layer::out, alpha, w, layer::out, dz.data(), layer::out,

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: Apache-2.0
+// A step whose feature extractor reads sparse input (nn::sparse_input) against the same step on
+// the same data made dense: same losses and gradients (in double, to rounding), the same weights
+// over many steps with changing batches (so a stale weight-gradient column would show), the same
+// predictions; bad batches are errors; fit on CSR data sets trains.
+#include <dafuse/step/train_step.hpp>
+
+#include <dafuse/data/csr.hpp>
+#include <dafuse/train/fit.hpp>
+
+#include "../check.hpp"
+
+#include <cmath>
+#include <vector>
+
+namespace df = dafuse;
+
+namespace {
+using features = df::nn::mlp<30, 16, 8, df::nn::relu>;
+using classifier = df::nn::linear<8, 3>;
+using discriminator = df::nn::mlp<8, 6, 1, df::nn::relu>;
+using sparse_net = df::nn::dann_net<df::nn::sparse_input<features>, classifier, discriminator>;
+using dense_net = df::nn::dann_net<features, classifier, discriminator>;
+template <class Net, class Precision = df::precision::fp32, class Head = df::head::dann<>>
+using step_t =
+    df::train_step<Net, df::loader::sync, Precision, df::clip::global_norm, Head, df::optim::sgd>;
+
+static_assert(sparse_net::sparse_input && !dense_net::sparse_input);
+static_assert(sparse_net::param_count == dense_net::param_count);
+
+// A batch with ~80 % zeros, written into both steps: dense columns and CSR rows.
+template <class Sparse, class Dense>
+void fill_both(Sparse& sparse, Dense& dense, std::uint32_t draw) {
+  df::counter_rng rng(41, df::rng_stream::user, draw);
+  auto x = dense.input();
+  auto slots = sparse.sparse_batch();
+  std::size_t at = 0;
+  slots.offsets[0] = 0;
+  for (df::index_t c = 0; c < x.cols; ++c) {
+    for (df::index_t j = 0; j < x.rows; ++j) {
+      const bool non_zero = rng.below(5) == 0;
+      const auto v = non_zero ? std::round(4 * rng.uniform<double>() + 1) : 0.0;
+      x(j, c) = typename Dense::value_type(v);
+      if (non_zero) {
+        slots.indices[at] = std::int32_t(j);
+        slots.values[at] = typename Sparse::value_type(v);
+        ++at;
+      }
+    }
+    slots.offsets[std::size_t(c) + 1] = std::int32_t(at);
+  }
+  for (std::size_t i = 0; i < dense.source_labels().size(); ++i)
+    dense.source_labels()[i] = sparse.source_labels()[i] = std::int32_t(rng.below(3));
+}
+
+const df::fit_args args{.steps = 50,
+                        .batch = 6,
+                        .lr = 0.05f,
+                        .momentum = 0.9f,
+                        .max_grad_norm = 5.0f,
+                        .lambda_max = 0.7f,
+                        .seed = 9};
+}  // namespace
+
+TEST_CASE("a sparse first layer gives the dense step's losses and gradients (double)") {
+  step_t<sparse_net, df::precision::fp64> sparse(args);
+  step_t<dense_net, df::precision::fp64> dense(args);
+  REQUIRE(std::equal(sparse.parameters().begin(), sparse.parameters().end(),
+                     dense.parameters().begin()));
+  for (std::uint32_t draw = 0; draw < 3; ++draw) {
+    CAPTURE(draw);
+    fill_both(sparse, dense, draw);
+    const df::step_report s = sparse.compute_gradients(0.7), d = dense.compute_gradients(0.7);
+    CHECK(s.label_loss == doctest::Approx(d.label_loss).epsilon(1e-12));
+    CHECK(s.domain_loss == doctest::Approx(d.domain_loss).epsilon(1e-12));
+    CHECK(s.grad_norm == doctest::Approx(d.grad_norm).epsilon(1e-12));
+    CHECK(df::test::max_relative_error(sparse.gradients(), dense.gradients()) < 1e-12);
+  }
+}
+
+TEST_CASE("sparse and dense steps train the same weights over changing batches") {
+  step_t<sparse_net> sparse(args);
+  step_t<dense_net> dense(args);
+  for (std::uint32_t t = 0; t < 40; ++t) {
+    fill_both(sparse, dense, t);
+    const df::step_report s = sparse.run(), d = dense.run();
+    REQUIRE(s.label_loss == doctest::Approx(d.label_loss).epsilon(1e-4));
+  }
+  CHECK(df::test::max_relative_error(std::span<const float>(sparse.parameters()),
+                                     std::span<const float>(dense.parameters())) < 1e-4);
+}
+
+TEST_CASE("a sparse bf16 step matches the dense bf16 step") {
+  step_t<sparse_net, df::precision::bf16> sparse(args);
+  step_t<dense_net, df::precision::bf16> dense(args);
+  for (std::uint32_t t = 0; t < 10; ++t) {
+    fill_both(sparse, dense, t);
+    sparse.run();
+    dense.run();
+  }
+  CHECK(df::test::max_relative_error(std::span<const float>(sparse.parameters()),
+                                     std::span<const float>(dense.parameters())) < 1e-3);
+}
+
+TEST_CASE("a source-only sparse step matches the dense one") {
+  using head = df::head::source_only<>;
+  step_t<sparse_net, df::precision::fp64, head> sparse(args);
+  step_t<dense_net, df::precision::fp64, head> dense(args);
+  fill_both(sparse, dense, 4);
+  sparse.compute_gradients(0);
+  dense.compute_gradients(0);
+  CHECK(df::test::max_relative_error(sparse.gradients(), dense.gradients()) < 1e-12);
+}
+
+TEST_CASE("a malformed sparse batch is an error that names the slot") {
+  step_t<sparse_net> sparse(args);
+  step_t<dense_net> dense(args);
+  fill_both(sparse, dense, 0);
+  auto slots = sparse.sparse_batch();
+  const std::int32_t saved = slots.indices[3];
+  slots.indices[3] = 30;
+  CHECK_THROWS_WITH_AS(
+      sparse.run(), doctest::Contains("sparse_batch().indices[3]: expected a feature in [0, 30)"),
+      df::error);
+  slots.indices[3] = saved;
+  slots.offsets[2] = slots.offsets[1] - 1;
+  CHECK_THROWS_WITH_AS(sparse.run(), doctest::Contains("sparse_batch().offsets[2]"), df::error);
+  fill_both(sparse, dense, 0);
+  CHECK_NOTHROW(sparse.run());  // usable again after the errors
+}
+
+TEST_CASE("fit on CSR data sets trains and predicts as the dense step does") {
+  // Two separable classes of sparse rows: class k puts counts on features [15k, 15k + 15).
+  const auto make = [](df::data::domain side, std::uint32_t stream) {
+    df::counter_rng rng(5, df::rng_stream::synthetic_data, stream);
+    std::vector<float> x(120 * 30, 0.0f);
+    std::vector<std::int32_t> y(120);
+    for (std::size_t i = 0; i < 120; ++i) {
+      y[i] = std::int32_t(i % 2);
+      for (int k = 0; k < 4; ++k) x[i * 30 + 15 * std::size_t(y[i]) + rng.below(15)] += 1.0f;
+      x[i * 30 + rng.below(30)] += 1.0f;  // noise
+    }
+    df::data::sparse_dataset s =
+        df::data::make_sparse_dataset("toy", side, df::data::to_csr(x.data(), 120, 30), y);
+    df::data::dataset d =
+        df::data::make_dataset("toy", side, df::data::host_array<float>{{120, 30}, x}, y);
+    return std::pair{s, d};
+  };
+  const auto [sparse_source, dense_source] = make(df::data::domain::source, 1);
+  const auto [sparse_target, dense_target] = make(df::data::domain::target, 2);
+  df::fit_args a = args;
+  a.steps = 200;
+  const df::fit_result s = df::fit<step_t<sparse_net>>(sparse_source, sparse_target, a);
+  const df::fit_result d = df::fit<step_t<dense_net>>(dense_source, dense_target, a);
+  CHECK(s.target_accuracy > 0.9);
+  CHECK(s.target_accuracy == doctest::Approx(d.target_accuracy).epsilon(0.02));
+  CHECK(df::test::max_relative_error(std::span<const double>(s.parameters),
+                                     std::span<const double>(d.parameters)) < 1e-3);
+}
