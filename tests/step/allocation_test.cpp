@@ -3,6 +3,7 @@
 // (operator new ends in malloc, Eigen's aligned_malloc too, so every heap path is seen).
 // Built only without sanitizers, which intercept malloc themselves.
 #include <dafuse/data/batcher.hpp>
+#include <dafuse/data/sparse_batcher.hpp>
 #include <dafuse/step/train_step.hpp>
 
 #include "../check.hpp"
@@ -129,4 +130,34 @@ TEST_CASE("mixed-precision steps allocate nothing (bf16 kernel buffers, loss-sca
   CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm,
                              df::head::dann<df::schedule::ganin>,
                              df::precision::fp16<df::loss_scale::dynamic>>() == 0);
+}
+
+TEST_CASE("a step with a sparse first layer and its CSR batches allocates nothing") {
+  using sparse_net =
+      df::nn::dann_net<df::nn::sparse_input<df::nn::mlp<256, 128, df::nn::relu>>,
+                       df::nn::linear<128, 10>, df::nn::mlp<128, 128, 1, df::nn::relu>>;
+  using step_type = df::train_step<sparse_net, df::loader::sync, df::precision::fp32,
+                                   df::clip::global_norm, df::head::dann<>, df::optim::sgd>;
+  // Rows with ~10 % non-zeros, as CSR data sets.
+  const auto sparse_set = [](df::data::domain side, df::index_t rows) {
+    const df::data::dataset d = random_set(side, rows);
+    std::vector<float> x = d.features;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (i % 10 != 3) x[i] = 0;
+    return df::data::make_sparse_dataset("random", side, df::data::to_csr(x.data(), rows, 256),
+                                         d.labels);
+  };
+  const auto source = sparse_set(df::data::domain::source, 300);
+  const auto target = sparse_set(df::data::domain::target, 200);
+  const df::fit_args args{.steps = 50, .batch = 64, .lr = 0.01f, .momentum = 0.9f};
+  step_type step(args);
+  df::data::sparse_batcher batches(source, target, args.batch, args.seed, true);
+  batches.fill(step.sparse_batch(), step.source_labels());
+  step.run();
+  const long before = allocations.load();
+  for (int t = 0; t < 20; ++t) {
+    batches.fill(step.sparse_batch(), step.source_labels());
+    step.run();
+  }
+  CHECK(allocations.load() - before == 0);
 }

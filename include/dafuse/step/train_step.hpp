@@ -386,7 +386,7 @@ class train_step {
     if (offsets[0] != 0)
       fail("train_step", "sparse_batch().offsets[0]", "0", std::to_string(offsets[0]));
     for (index_t c = 0; c < rows; ++c)
-      if (offsets[c + 1] < offsets[c] || index_t(offsets[c + 1]) > sparse_values_.size())
+      if (offsets[c + 1] < offsets[c] || index_t(offsets[c + 1]) > index_t(sparse_values_.size()))
         fail("train_step", "sparse_batch().offsets[" + std::to_string(c + 1) + "]",
              "a non-decreasing offset <= " + std::to_string(sparse_values_.size()),
              std::to_string(offsets[c + 1]));
