@@ -92,14 +92,31 @@ class batch_indices {
   static std::pair<index_t, index_t> checked_rows(const dataset& source,
                                                   const dataset& target,
                                                   bool with_target) {
-    if (!source.has_labels())
-      fail(source.origin, "labels", "labels for every source row", "an unlabelled data set");
-    if (with_target && source.width != target.width)
-      fail(target.origin, "feature width",
-           std::to_string(source.width) + " (the source's, " + source.origin + ")",
-           std::to_string(target.width));
-    return {source.rows, target.rows};
+    return checked_data_rows(source.origin, source.has_labels(), source.rows, source.width,
+                             target.origin, target.rows, target.width, with_target);
   }
+
+ public:
+  //! What every loader checks of its data, dense or sparse: a labelled source and, when target
+  //! rows are drawn, a target of the same width. Returns {source rows, target rows}.
+  static std::pair<index_t, index_t> checked_data_rows(const std::string& source_origin,
+                                                       bool source_labelled,
+                                                       index_t source_rows,
+                                                       index_t source_width,
+                                                       const std::string& target_origin,
+                                                       index_t target_rows,
+                                                       index_t target_width,
+                                                       bool with_target) {
+    if (!source_labelled)
+      fail(source_origin, "labels", "labels for every source row", "an unlabelled data set");
+    if (with_target && source_width != target_width)
+      fail(target_origin, "feature width",
+           std::to_string(source_width) + " (the source's, " + source_origin + ")",
+           std::to_string(target_width));
+    return {source_rows, target_rows};
+  }
+
+ private:
   static index_t check_batch(index_t batch) {
     if (batch < 1) fail("batcher", "batch", "at least 1 row per domain", std::to_string(batch));
     return batch;

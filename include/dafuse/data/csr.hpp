@@ -213,19 +213,8 @@ inline sparse_dataset load_sparse_dataset(const std::filesystem::path& prefix,
                                           domain side,
                                           index_t cols) {
   csr_matrix x = load_csr(prefix, cols);
-  std::vector<std::int32_t> y;
-  if (!labels_path.empty()) {
-    host_array<std::int32_t> l = load_npy<std::int32_t>(labels_path);
-    if (l.shape.size() != 1)
-      fail(labels_path.string(), "shape", "one dimension [N]",
-           std::to_string(l.shape.size()) + " dimensions");
-    if (index_t(l.shape[0]) != x.rows)
-      fail(labels_path.string(), "shape",
-           "[" + std::to_string(x.rows) + "] to match " +
-               detail::with_suffix(prefix, "_indptr.npy").string(),
-           "[" + std::to_string(l.shape[0]) + "]");
-    y = std::move(l.values);
-  }
+  std::vector<std::int32_t> y = load_labels(labels_path, std::size_t(x.rows),
+                                            detail::with_suffix(prefix, "_indptr.npy").string());
   return make_sparse_dataset(prefix.string(), side, std::move(x), std::move(y));
 }
 

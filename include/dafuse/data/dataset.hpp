@@ -67,24 +67,34 @@ inline dataset make_dataset(std::string origin,
   return d;
 }
 
+//! Int32 labels of shape [rows] from `labels_path`, one per row of the features read from
+//! `features_origin` (named in the error when the counts differ); none when the path is empty.
+//! Every loader (dense, image, sparse) reads its labels here.
+inline std::vector<std::int32_t> load_labels(const std::filesystem::path& labels_path,
+                                             std::size_t rows,
+                                             const std::string& features_origin) {
+  if (labels_path.empty()) return {};
+  host_array<std::int32_t> l = load_npy<std::int32_t>(labels_path);
+  if (l.shape.size() != 1)
+    fail(labels_path.string(), "shape", "one dimension [N]",
+         std::to_string(l.shape.size()) + " dimensions");
+  if (l.shape[0] != rows)
+    fail(labels_path.string(), "shape",
+         "[" + std::to_string(rows) + "] to match " + features_origin,
+         "[" + std::to_string(l.shape[0]) + "]");
+  return std::move(l.values);
+}
+
 //! Loads features (float32, uint8 or int32 NPY, cast to float) and, when `labels_path` is not
 //! empty, int32 labels of shape [N].
 inline dataset load_dataset(const std::filesystem::path& features_path,
                             const std::filesystem::path& labels_path,
                             domain side) {
   host_array<float> x = load_npy_as_float(features_path);
-  std::vector<std::int32_t> y;
-  if (!labels_path.empty()) {
-    host_array<std::int32_t> l = load_npy<std::int32_t>(labels_path);
-    if (l.shape.size() != 1)
-      fail(labels_path.string(), "shape", "one dimension [N]",
-           std::to_string(l.shape.size()) + " dimensions");
-    if (!x.shape.empty() && l.shape[0] != x.shape[0])
-      fail(labels_path.string(), "shape",
-           "[" + std::to_string(x.shape[0]) + "] to match " + features_path.string(),
-           "[" + std::to_string(l.shape[0]) + "]");
-    y = std::move(l.values);
-  }
+  // A 0-d features array is reported by make_dataset; its labels are not compared.
+  std::vector<std::int32_t> y = x.shape.empty()
+                                    ? std::vector<std::int32_t>{}
+                                    : load_labels(labels_path, x.shape[0], features_path.string());
   return make_dataset(features_path.string(), side, std::move(x), std::move(y));
 }
 

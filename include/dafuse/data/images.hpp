@@ -77,17 +77,7 @@ inline dataset load_image_dataset(const std::filesystem::path& images_path,
       fail(where, "descr", "'|u1' (uint8) or '<f4' (float32) images", "'<i4' (int32)");
   }
 
-  std::vector<std::int32_t> y;
-  if (!labels_path.empty()) {
-    host_array<std::int32_t> l = load_npy<std::int32_t>(labels_path);
-    if (l.shape.size() != 1)
-      fail(labels_path.string(), "shape", "one dimension [N]",
-           std::to_string(l.shape.size()) + " dimensions");
-    if (l.shape[0] != h.shape[0])
-      fail(labels_path.string(), "shape", "[" + std::to_string(h.shape[0]) + "] to match " + where,
-           "[" + std::to_string(l.shape[0]) + "]");
-    y = std::move(l.values);
-  }
+  std::vector<std::int32_t> y = load_labels(labels_path, h.shape[0], where);
   return make_dataset(where, side, std::move(x), std::move(y));
 }
 

@@ -87,13 +87,9 @@ class sparse_batcher {
   static std::pair<index_t, index_t> checked_rows(const sparse_dataset& source,
                                                   const sparse_dataset& target,
                                                   bool with_target) {
-    if (!source.has_labels())
-      fail(source.origin, "labels", "labels for every source row", "an unlabelled data set");
-    if (with_target && source.width() != target.width())
-      fail(target.origin, "feature width",
-           std::to_string(source.width()) + " (the source's, " + source.origin + ")",
-           std::to_string(target.width()));
-    return {source.rows(), with_target ? target.rows() : 1};
+    return detail::batch_indices::checked_data_rows(
+        source.origin, source.has_labels(), source.rows(), source.width(), target.origin,
+        with_target ? target.rows() : 1, target.width(), with_target);
   }
 
   const sparse_dataset& source_;
