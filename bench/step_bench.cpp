@@ -17,12 +17,8 @@ using net = df::nn::dann_net<df::nn::mlp<256, 256, 128, df::nn::relu>,
                              df::nn::linear<128, 10>,
                              df::nn::mlp<128, 128, 1, df::nn::relu>>;
 template <class Head, class Precision = df::precision::fp32>
-using step_t = df::train_step<net,
-                              df::loader::resident,
-                              Precision,
-                              df::clip::global_norm,
-                              Head,
-                              df::optim::sgd>;
+using step_t = df::
+    train_step<net, df::loader::resident, Precision, df::clip::global_norm, Head, df::optim::sgd>;
 using fp16 = df::precision::fp16<df::loss_scale::dynamic>;
 
 // 2·in·out per sample per product; forward, weight gradient, and input gradient (not for the
@@ -67,17 +63,17 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--steps") == 0) steps = std::max(10L, std::atol(argv[i + 1]));
   const double rows = 128, source_rows = 64;
   const double dann_flops = stack_flops<net::feature_stack>(rows) +
-                      stack_flops<net::classifier_stack>(source_rows) +
-                      stack_flops<net::discriminator_stack>(rows) +
-                      2.0 * 128 * 10 * source_rows /* classifier's input gradient */ +
-                      2.0 * 128 * 128 * rows /* discriminator's input gradient */;
+                            stack_flops<net::classifier_stack>(source_rows) +
+                            stack_flops<net::discriminator_stack>(rows) +
+                            2.0 * 128 * 10 * source_rows /* classifier's input gradient */ +
+                            2.0 * 128 * 128 * rows /* discriminator's input gradient */;
   const double source_only_flops = stack_flops<net::feature_stack>(source_rows) +
-                             stack_flops<net::classifier_stack>(source_rows) +
-                             2.0 * 128 * 10 * source_rows;
+                                   stack_flops<net::classifier_stack>(source_rows) +
+                                   2.0 * 128 * 10 * source_rows;
   std::printf("MNIST->USPS network 256-256-128 / 128-10 / 128-128-1, B = 64 + 64\n");
   std::printf("bf16 products on %s\n", df::backend::generic::bf16_products_native
-                                             ? "AVX512-BF16 (gemm_bf16)"
-                                             : "the fp32 kernel (no AVX512-BF16 at compile time)");
+                                           ? "AVX512-BF16 (gemm_bf16)"
+                                           : "the fp32 kernel (no AVX512-BF16 at compile time)");
   using dann = df::head::dann<df::schedule::ganin>;
   using source_only = df::head::source_only<df::schedule::ganin>;
   measure<step_t<dann>>("dann fp32", steps, dann_flops);
