@@ -86,17 +86,6 @@ class batch_indices {
   index_t batch() const { return batch_; }
   //! Rows per draw: 2B, or B without target rows.
   index_t rows() const { return index_t(indices_.size()); }
-
- private:
-  // The row counts of a dense source and target, after checking what every loader needs.
-  static std::pair<index_t, index_t> checked_rows(const dataset& source,
-                                                  const dataset& target,
-                                                  bool with_target) {
-    return checked_data_rows(source.origin, source.has_labels(), source.rows, source.width,
-                             target.origin, target.rows, target.width, with_target);
-  }
-
- public:
   //! What every loader checks of its data, dense or sparse: a labelled source and, when target
   //! rows are drawn, a target of the same width. Returns {source rows, target rows}.
   static std::pair<index_t, index_t> checked_data_rows(const std::string& source_origin,
@@ -117,6 +106,13 @@ class batch_indices {
   }
 
  private:
+  // The row counts of a dense source and target, after checking what every loader needs.
+  static std::pair<index_t, index_t> checked_rows(const dataset& source,
+                                                  const dataset& target,
+                                                  bool with_target) {
+    return checked_data_rows(source.origin, source.has_labels(), source.rows, source.width,
+                             target.origin, target.rows, target.width, with_target);
+  }
   static index_t check_batch(index_t batch) {
     if (batch < 1) fail("batcher", "batch", "at least 1 row per domain", std::to_string(batch));
     return batch;

@@ -220,17 +220,12 @@ inline sparse_dataset load_sparse_dataset(const std::filesystem::path& prefix,
 
 //! Checks every label is a class in [0, classes).
 inline void check_labels(const sparse_dataset& d, index_t classes) {
-  for (std::size_t i = 0; i < d.labels.size(); ++i)
-    if (d.labels[i] < 0 || d.labels[i] >= classes)
-      fail(d.origin, "labels[" + std::to_string(i) + "]",
-           "a class in [0, " + std::to_string(classes) + ")", std::to_string(d.labels[i]));
+  detail::check_label_range(d.origin, d.labels, classes);
 }
 
 //! Checks the rows have the width a network reads.
 inline void check_width(const sparse_dataset& d, index_t width) {
-  if (d.width() != width)
-    fail(d.origin, "feature width", std::to_string(width) + " (the network's input width)",
-         std::to_string(d.width()));
+  detail::check_row_width(d.origin, d.width(), width);
 }
 
 // Transforms that keep the sparsity pattern: each maps 0 to 0, so only stored values change.

@@ -98,19 +98,32 @@ inline dataset load_dataset(const std::filesystem::path& features_path,
   return make_dataset(features_path.string(), side, std::move(x), std::move(y));
 }
 
+namespace detail {
+//! Every label of the data set from `origin` is a class in [0, classes) (dense and sparse sets).
+inline void check_label_range(const std::string& origin,
+                              const std::vector<std::int32_t>& labels,
+                              index_t classes) {
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    if (labels[i] < 0 || labels[i] >= classes)
+      fail(origin, "labels[" + std::to_string(i) + "]",
+           "a class in [0, " + std::to_string(classes) + ")", std::to_string(labels[i]));
+}
+//! The data set from `origin` has rows of `found` features where the network reads `width`.
+inline void check_row_width(const std::string& origin, index_t found, index_t width) {
+  if (found != width)
+    fail(origin, "feature width", std::to_string(width) + " (the network's input width)",
+         std::to_string(found));
+}
+}  // namespace detail
+
 //! Checks every label is a class in [0, classes).
 inline void check_labels(const dataset& d, index_t classes) {
-  for (std::size_t i = 0; i < d.labels.size(); ++i)
-    if (d.labels[i] < 0 || d.labels[i] >= classes)
-      fail(d.origin, "labels[" + std::to_string(i) + "]",
-           "a class in [0, " + std::to_string(classes) + ")", std::to_string(d.labels[i]));
+  detail::check_label_range(d.origin, d.labels, classes);
 }
 
 //! Checks the rows have the width a network reads.
 inline void check_width(const dataset& d, index_t width) {
-  if (d.width != width)
-    fail(d.origin, "feature width", std::to_string(width) + " (the network's input width)",
-         std::to_string(d.width));
+  detail::check_row_width(d.origin, d.width, width);
 }
 
 //! Scales each row to unit L2 norm (rows of zeros stay zero). A per-row transform: nothing is

@@ -87,9 +87,9 @@ class sparse_batcher {
   static std::pair<index_t, index_t> checked_rows(const sparse_dataset& source,
                                                   const sparse_dataset& target,
                                                   bool with_target) {
-    return detail::batch_indices::checked_data_rows(
-        source.origin, source.has_labels(), source.rows(), source.width(), target.origin,
-        with_target ? target.rows() : 1, target.width(), with_target);
+    return detail::batch_indices::checked_data_rows(source.origin, source.has_labels(),
+                                                    source.rows(), source.width(), target.origin,
+                                                    target.rows(), target.width(), with_target);
   }
 
   const sparse_dataset& source_;

@@ -30,32 +30,33 @@ struct fit_result {
   std::vector<double> parameters;  //!< trained parameters (the step's flat layout)
 };
 
-//! Fraction of rows of `d` whose predicted class equals its label (needs labels).
-template <class Step>
-double accuracy(Step& step, const data::dataset& d) {
+namespace detail {
+//! Fraction of the data set's rows whose class `predict(classes)` gives equals their label.
+template <class Step, class Data, class Predict>
+double fraction_correct(const Data& d, Predict predict) {
   if (!d.has_labels())
     fail(d.origin, "labels", "labels to measure accuracy", "an unlabelled data set");
   data::check_width(d, Step::input_width);
-  std::vector<std::int32_t> predicted(std::size_t(d.rows));
-  step.predict(d.features.data(), d.rows, predicted.data());
-  index_t correct = 0;
-  for (index_t i = 0; i < d.rows; ++i)
-    correct += predicted[std::size_t(i)] == d.labels[std::size_t(i)];
-  return double(correct) / double(d.rows);
+  std::vector<std::int32_t> predicted(d.labels.size());
+  predict(predicted.data());
+  std::size_t correct = 0;
+  for (std::size_t i = 0; i < predicted.size(); ++i) correct += predicted[i] == d.labels[i];
+  return double(correct) / double(predicted.size());
+}
+}  // namespace detail
+
+//! Fraction of rows of `d` whose predicted class equals its label (needs labels).
+template <class Step>
+double accuracy(Step& step, const data::dataset& d) {
+  return detail::fraction_correct<Step>(
+      d, [&](std::int32_t* classes) { step.predict(d.features.data(), d.rows, classes); });
 }
 
 //! The same for a sparse data set, through the step's sparse first layer (nn::sparse_input).
 template <class Step>
 double accuracy(Step& step, const data::sparse_dataset& d) {
-  if (!d.has_labels())
-    fail(d.origin, "labels", "labels to measure accuracy", "an unlabelled data set");
-  data::check_width(d, Step::input_width);
-  std::vector<std::int32_t> predicted(std::size_t(d.rows()));
-  step.predict(data::sparse_columns(d.features), predicted.data());
-  index_t correct = 0;
-  for (index_t i = 0; i < d.rows(); ++i)
-    correct += predicted[std::size_t(i)] == d.labels[std::size_t(i)];
-  return double(correct) / double(d.rows());
+  return detail::fraction_correct<Step>(
+      d, [&](std::int32_t* classes) { step.predict(data::sparse_columns(d.features), classes); });
 }
 
 namespace detail {
