@@ -67,15 +67,12 @@ template <number_format F, class T>
 struct products_for {
   using type = gemm_workspace<T>;
 };
-template <class T>
-struct products_for<number_format::bf16, T> {
-  static_assert(std::is_same_v<T, float>, "dafuse: bf16 mixed precision keeps fp32 master values");
-  using type = mixed_products<number_format::bf16>;
-};
-template <class T>
-struct products_for<number_format::fp16, T> {
-  static_assert(std::is_same_v<T, float>, "dafuse: fp16 mixed precision keeps fp32 master values");
-  using type = mixed_products<number_format::fp16>;
+template <number_format F, class T>
+requires is_narrow<F>
+struct products_for<F, T> {
+  static_assert(std::is_same_v<T, float>,
+                "dafuse: bf16/fp16 mixed precision keeps fp32 master values");
+  using type = mixed_products<F>;
 };
 }  // namespace detail
 
