@@ -3,6 +3,7 @@
 // and scaled to [0, 1], and the errors for ranks, dtypes, values and labels.
 #include <dafuse/data/images.hpp>
 #include "../check.hpp"
+#include "npy_files.hpp"
 
 #include <cmath>
 #include <cstddef>
@@ -22,19 +23,14 @@ using dafuse::data::domain;
 using dafuse::data::load_image_dataset;
 using dafuse::test::temp_dir;
 
-template <class T>
-void save(const fs::path& path, const std::vector<std::size_t>& shape, const std::vector<T>& v) {
-  dafuse::data::save_npy<T>(path, shape, std::span<const T>(v));
-}
-
 }  // namespace
 
 TEST_CASE("load_image_dataset flattens uint8 [N, H, W] to rows and divides by 255") {
   const temp_dir dir("images_test");
   std::vector<std::uint8_t> pixels(3 * 2 * 4);
   for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = std::uint8_t(i * 11);
-  save(dir / "x.npy", {3, 2, 4}, pixels);
-  save<std::int32_t>(dir / "y.npy", {3}, {2, 0, 1});
+  dafuse::test::save_array(dir / "x.npy", {3, 2, 4}, pixels);
+  dafuse::test::save_array<std::int32_t>(dir / "y.npy", {3}, {2, 0, 1});
 
   const dataset d = load_image_dataset(dir / "x.npy", dir / "y.npy", domain::source);
   CHECK(d.origin == (dir / "x.npy").string());
@@ -59,7 +55,7 @@ TEST_CASE("load_image_dataset flattens [N, H, W, C] channels last, 0 and 255 to 
   const temp_dir dir("images_test");
   std::vector<std::uint8_t> pixels(2 * 2 * 2 * 3);
   for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = i % 2 == 0 ? 0 : 255;
-  save(dir / "rgb.npy", {2, 2, 2, 3}, pixels);
+  dafuse::test::save_array(dir / "rgb.npy", {2, 2, 2, 3}, pixels);
   const dataset d = load_image_dataset(dir / "rgb.npy", {}, domain::target);
   CHECK(d.rows == 2);
   CHECK(d.width == 12);
@@ -70,7 +66,7 @@ TEST_CASE("load_image_dataset flattens [N, H, W, C] channels last, 0 and 255 to 
 TEST_CASE("load_image_dataset keeps float32 images in [0, 1] as they are") {
   const temp_dir dir("images_test");
   const std::vector<float> v = {0.0f, 0.25f, 1.0f, 0.5f, 1e-30f, 0.999f, 0.0f, 0.75f};
-  save(dir / "f.npy", {2, 2, 2}, v);
+  dafuse::test::save_array(dir / "f.npy", {2, 2, 2}, v);
   const dataset d = load_image_dataset(dir / "f.npy", {}, domain::source);
   CHECK(d.width == 4);
   CHECK(d.features == v);
@@ -80,7 +76,7 @@ TEST_CASE("load_image_dataset rejects float32 outside [0, 1] naming the pixel, u
   const temp_dir dir("images_test");
   std::vector<float> v(2 * 3 * 2, 0.5f);
   v[1 * 6 + 2 * 2 + 1] = 255.0f;
-  save(dir / "f.npy", {2, 3, 2}, v);
+  dafuse::test::save_array(dir / "f.npy", {2, 3, 2}, v);
   const std::string path = (dir / "f.npy").string();
   CHECK_THROWS_WITH_AS(load_image_dataset(dir / "f.npy", {}, domain::source),
                        ("dafuse: " + path +
@@ -92,14 +88,14 @@ TEST_CASE("load_image_dataset rejects float32 outside [0, 1] naming the pixel, u
   CHECK(raw.features == v);
 
   v[0] = -0.0625f;  // the first offending value is the one reported
-  save(dir / "f.npy", {2, 3, 2}, v);
+  dafuse::test::save_array(dir / "f.npy", {2, 3, 2}, v);
   CHECK_THROWS_WITH_AS(load_image_dataset(dir / "f.npy", {}, domain::source),
                        doctest::Contains("value[0][0][0]: expected float32 pixels in [0, 1]"),
                        dafuse::error);
 
   // NaN is outside [0, 1]; without scaling, make_dataset still refuses it.
   v[0] = std::numeric_limits<float>::quiet_NaN();
-  save(dir / "f.npy", {2, 3, 2}, v);
+  dafuse::test::save_array(dir / "f.npy", {2, 3, 2}, v);
   CHECK_THROWS_WITH_AS(load_image_dataset(dir / "f.npy", {}, domain::source),
                        doctest::Contains("value[0][0][0]"), dafuse::error);
   CHECK_THROWS_WITH_AS(
@@ -111,17 +107,17 @@ TEST_CASE("load_image_dataset rejects float32 outside [0, 1] naming the pixel, u
 TEST_CASE("load_image_dataset rejects other ranks, int32 pixels and empty sets") {
   const temp_dir dir("images_test");
   const std::string flat = (dir / "flat.npy").string();
-  save<std::uint8_t>(dir / "flat.npy", {2, 4}, std::vector<std::uint8_t>(8));
+  dafuse::test::save_array<std::uint8_t>(dir / "flat.npy", {2, 4}, std::vector<std::uint8_t>(8));
   CHECK_THROWS_WITH_AS(
       load_image_dataset(dir / "flat.npy", {}, domain::source),
       ("dafuse: " + flat + ": shape: expected images [N, H, W] or [N, H, W, C], found (2, 4)")
           .c_str(),
       dafuse::error);
-  save<std::uint8_t>(dir / "five.npy", {1, 1, 1, 1, 1}, {7});
+  dafuse::test::save_array<std::uint8_t>(dir / "five.npy", {1, 1, 1, 1, 1}, {7});
   CHECK_THROWS_WITH_AS(load_image_dataset(dir / "five.npy", {}, domain::source),
                        doctest::Contains("shape: expected images"), dafuse::error);
 
-  save<std::int32_t>(dir / "int.npy", {1, 2, 2}, {0, 1, 2, 3});
+  dafuse::test::save_array<std::int32_t>(dir / "int.npy", {1, 2, 2}, {0, 1, 2, 3});
   CHECK_THROWS_WITH_AS(load_image_dataset(dir / "int.npy", {}, domain::source),
                        ("dafuse: " + (dir / "int.npy").string() +
                         ": descr: expected '|u1' (uint8) or '<f4' (float32) images, found '<i4' "
@@ -129,7 +125,7 @@ TEST_CASE("load_image_dataset rejects other ranks, int32 pixels and empty sets")
                            .c_str(),
                        dafuse::error);
 
-  save<std::uint8_t>(dir / "none.npy", {0, 4, 4}, {});
+  dafuse::test::save_array<std::uint8_t>(dir / "none.npy", {0, 4, 4}, {});
   CHECK_THROWS_WITH_AS(load_image_dataset(dir / "none.npy", {}, domain::source),
                        doctest::Contains("none.npy: features shape: expected at least one row"),
                        dafuse::error);
@@ -140,10 +136,10 @@ TEST_CASE("load_image_dataset rejects other ranks, int32 pixels and empty sets")
 
 TEST_CASE("load_image_dataset rejects labels of another length, rank or dtype by their file") {
   const temp_dir dir("images_test");
-  save<std::uint8_t>(dir / "x.npy", {3, 2, 2}, std::vector<std::uint8_t>(12));
-  save<std::int32_t>(dir / "short.npy", {2}, {0, 1});
-  save<std::int32_t>(dir / "square.npy", {3, 1}, {0, 1, 2});
-  save<float>(dir / "float.npy", {3}, {0, 1, 2});
+  dafuse::test::save_array<std::uint8_t>(dir / "x.npy", {3, 2, 2}, std::vector<std::uint8_t>(12));
+  dafuse::test::save_array<std::int32_t>(dir / "short.npy", {2}, {0, 1});
+  dafuse::test::save_array<std::int32_t>(dir / "square.npy", {3, 1}, {0, 1, 2});
+  dafuse::test::save_array<float>(dir / "float.npy", {3}, {0, 1, 2});
   const std::string x = (dir / "x.npy").string();
   CHECK_THROWS_WITH_AS(load_image_dataset(dir / "x.npy", dir / "short.npy", domain::source),
                        ("dafuse: " + (dir / "short.npy").string() +

@@ -3,6 +3,7 @@
 // files, and every malformed file is refused with load_npy's message.
 #include <dafuse/data/npy_map.hpp>
 #include "../check.hpp"
+#include "npy_files.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -23,23 +24,9 @@ using dafuse::data::host_array;
 using dafuse::data::mapped_npy;
 using dafuse::test::temp_dir;
 
-using bytes = std::vector<unsigned char>;
-
-void write_bytes(const fs::path& path, const bytes& b) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-  REQUIRE(out.good());
-}
-
-//! A version 1.0 NPY file with the header text as given (no padding added) and then `data`.
-bytes make_npy(std::string_view header, const bytes& data) {
-  bytes b = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
-  b.push_back(static_cast<unsigned char>(header.size() & 0xff));
-  b.push_back(static_cast<unsigned char>(header.size() >> 8));
-  b.insert(b.end(), header.begin(), header.end());
-  b.insert(b.end(), data.begin(), data.end());
-  return b;
-}
+using dafuse::test::bytes;
+using dafuse::test::make_npy;
+using dafuse::test::write_bytes;
 
 //! The message load_npy<T> gives for `path`, or "" if it reads the file.
 template <class T>
@@ -116,7 +103,7 @@ TEST_CASE("mapped_npy reads the values load_npy reads, for each dtype and rank")
   check_same_as_load_npy<std::int32_t>(dir / "v2.npy");
   CHECK(mapped_npy<std::int32_t>(dir / "v2.npy").values()[1] == -1);
   write_bytes(dir / "odd.npy",
-              make_npy("{'descr': '|u1', 'fortran_order': False, 'shape': (3,)}\n", {4, 5, 6}));
+              make_npy(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (3,)}\n", {4, 5, 6}));
   check_same_as_load_npy<std::uint8_t>(dir / "odd.npy");
 }
 
@@ -161,19 +148,19 @@ TEST_CASE("mapped_npy refuses malformed files with load_npy's messages") {
   const temp_dir dir("npy_map_test");
   const fs::path p = dir / "bad.npy";
 
-  write_bytes(p, make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }     \n",
+  write_bytes(p, make_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }     \n",
                           bytes(20, 0)));
   check_same_error<float>(p, ": data: expected 24 bytes");  // truncated
-  write_bytes(p, make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }         \n",
+  write_bytes(p, make_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }         \n",
                           bytes(8, 0)));
   check_same_error<float>(p, "(extra trailing bytes)");
   dafuse::data::save_npy<float>(p, {2}, std::vector<float>{1.0f, 2.0f});
   check_same_error<std::int32_t>(p, ": descr: expected '<i4' (int32), found '<f4' (float32)");
   check_same_error<std::uint8_t>(p, ": descr:");
-  write_bytes(p, make_npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }     \n",
+  write_bytes(p, make_npy(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }     \n",
                           bytes(16, 0)));
   check_same_error<float>(p, ": fortran_order: expected False (C order), found True");
-  write_bytes(p, make_npy("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }      \n",
+  write_bytes(p, make_npy(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }      \n",
                           bytes(4, 0)));
   check_same_error<float>(p, "(big-endian");
   write_bytes(p, {});
@@ -200,7 +187,7 @@ TEST_CASE("mapped_npy refuses float data that does not start on a 4-byte boundar
   const float v[2] = {1.5f, -2.0f};
   bytes data(sizeof v);
   std::memcpy(data.data(), v, sizeof v);
-  write_bytes(p, make_npy(header, data));
+  write_bytes(p, make_npy(1, header, data));
   CHECK(dafuse::data::load_npy<float>(p).values == std::vector<float>{1.5f, -2.0f});
   CHECK_THROWS_WITH_AS(mapped_npy<float>{p},
                        ("dafuse: " + p.string() + ": header length: expected data starting on a " +

@@ -3,6 +3,7 @@
 #include <dafuse/data/npy.hpp>
 
 #include "../check.hpp"
+#include "npy_files.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -23,33 +24,13 @@ using dafuse::data::dtype;
 using dafuse::data::host_array;
 using dafuse::test::temp_dir;
 
-using bytes = std::vector<unsigned char>;
-
-void write_bytes(const fs::path& path, const bytes& b) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-  REQUIRE(out.good());
-}
+using dafuse::test::bytes;
+using dafuse::test::make_npy;
+using dafuse::test::write_bytes;
 
 bytes read_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-//! An NPY file built by hand: magic, version major.0, HEADER_LEN (2 bytes for 1.0, 4 otherwise),
-//! the header text as given (no padding added) and then `data`.
-bytes make_npy(unsigned major, std::string_view header, const bytes& data = {}) {
-  bytes b = {0x93, 'N', 'U', 'M', 'P', 'Y', static_cast<unsigned char>(major), 0};
-  const std::size_t n = header.size();
-  b.push_back(static_cast<unsigned char>(n & 0xff));
-  b.push_back(static_cast<unsigned char>((n >> 8) & 0xff));
-  if (major != 1) {
-    b.push_back(static_cast<unsigned char>((n >> 16) & 0xff));
-    b.push_back(static_cast<unsigned char>((n >> 24) & 0xff));
-  }
-  b.insert(b.end(), header.begin(), header.end());
-  b.insert(b.end(), data.begin(), data.end());
-  return b;
 }
 
 //! The little-endian bytes of `values`, as an NPY data section.

@@ -4,6 +4,7 @@
 // dataset_test.cpp).
 #include <dafuse/data/dataset.hpp>
 #include "../check.hpp"
+#include "npy_files.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -20,18 +21,13 @@ using dafuse::data::domain;
 using dafuse::data::load_dataset;
 using dafuse::test::temp_dir;
 
-template <class T>
-void save(const fs::path& path, const std::vector<std::size_t>& shape, const std::vector<T>& v) {
-  dafuse::data::save_npy<T>(path, shape, std::span<const T>(v));
-}
-
 }  // namespace
 
 TEST_CASE("load_dataset names the file and entry of a NaN or infinite feature") {
   const temp_dir dir("validation_test");
   std::vector<float> x(3 * 4, 0.5f);
   x[2 * 4 + 1] = std::numeric_limits<float>::quiet_NaN();
-  save(dir / "nan.npy", {3, 4}, x);
+  dafuse::test::save_array(dir / "nan.npy", {3, 4}, x);
   const std::string nan_path = (dir / "nan.npy").string();
   CHECK_THROWS_WITH_AS(
       load_dataset(dir / "nan.npy", {}, domain::source),
@@ -39,7 +35,7 @@ TEST_CASE("load_dataset names the file and entry of a NaN or infinite feature") 
       dafuse::error);
   x[2 * 4 + 1] = 0.0f;
   x[0] = -std::numeric_limits<float>::infinity();
-  save(dir / "inf.npy", {3, 2, 2}, x);
+  dafuse::test::save_array(dir / "inf.npy", {3, 2, 2}, x);
   CHECK_THROWS_WITH_AS(load_dataset(dir / "inf.npy", {}, domain::target),
                        doctest::Contains("inf.npy: features[0][0]: expected a finite value, found "
                                          "-inf"),
@@ -48,20 +44,20 @@ TEST_CASE("load_dataset names the file and entry of a NaN or infinite feature") 
 
 TEST_CASE("load_dataset rejects a file of no rows, no features or a single value") {
   const temp_dir dir("validation_test");
-  save<float>(dir / "rows.npy", {0, 3}, {});
+  dafuse::test::save_array<float>(dir / "rows.npy", {0, 3}, {});
   CHECK_THROWS_WITH_AS(load_dataset(dir / "rows.npy", {}, domain::source),
                        ("dafuse: " + (dir / "rows.npy").string() +
                         ": features shape: expected at least one row and one feature, found 0 "
                         "rows of width 3")
                            .c_str(),
                        dafuse::error);
-  save<float>(dir / "cols.npy", {2, 0}, {});
+  dafuse::test::save_array<float>(dir / "cols.npy", {2, 0}, {});
   CHECK_THROWS_WITH_AS(load_dataset(dir / "cols.npy", {}, domain::source),
                        doctest::Contains("cols.npy: features shape: expected at least one row"),
                        dafuse::error);
   // A 0-d array is refused as features even with labels next to it.
-  save<float>(dir / "scalar.npy", {}, {1.0f});
-  save<std::int32_t>(dir / "one.npy", {1}, {0});
+  dafuse::test::save_array<float>(dir / "scalar.npy", {}, {1.0f});
+  dafuse::test::save_array<std::int32_t>(dir / "one.npy", {1}, {0});
   CHECK_THROWS_WITH_AS(load_dataset(dir / "scalar.npy", dir / "one.npy", domain::source),
                        doctest::Contains("scalar.npy: features shape: expected at least one "
                                          "dimension [rows, ...], found a 0-d array"),
@@ -70,7 +66,7 @@ TEST_CASE("load_dataset rejects a file of no rows, no features or a single value
 
 TEST_CASE("load_dataset names whichever of the two files is missing") {
   const temp_dir dir("validation_test");
-  save<float>(dir / "x.npy", {2, 2}, {0, 1, 2, 3});
+  dafuse::test::save_array<float>(dir / "x.npy", {2, 2}, {0, 1, 2, 3});
   CHECK_THROWS_WITH_AS(
       load_dataset(dir / "none.npy", dir / "x.npy", domain::source),
       doctest::Contains(((dir / "none.npy").string() + ": cannot open for reading").c_str()),
@@ -83,9 +79,9 @@ TEST_CASE("load_dataset names whichever of the two files is missing") {
 
 TEST_CASE("labels read from a file are checked against the class count by index") {
   const temp_dir dir("validation_test");
-  save<float>(dir / "x.npy", {4, 1}, {0, 1, 2, 3});
-  save<std::int32_t>(dir / "neg.npy", {4}, {0, 1, -1, 2});
-  save<std::int32_t>(dir / "big.npy", {4}, {0, 1, 2, 10});
+  dafuse::test::save_array<float>(dir / "x.npy", {4, 1}, {0, 1, 2, 3});
+  dafuse::test::save_array<std::int32_t>(dir / "neg.npy", {4}, {0, 1, -1, 2});
+  dafuse::test::save_array<std::int32_t>(dir / "big.npy", {4}, {0, 1, 2, 10});
   const auto neg = load_dataset(dir / "x.npy", dir / "neg.npy", domain::source);
   const std::string x = (dir / "x.npy").string();
   CHECK_THROWS_WITH_AS(
