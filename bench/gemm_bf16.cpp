@@ -111,6 +111,29 @@ void run_shape(const shape& s, int reps) {
 
 }  // namespace
 
+#if DAFUSE_GEMM_BF16_NATIVE
+// The instruction's own ceiling on this core: 24 independent vdpbf16ps chains (enough to hide
+// its latency), operands in registers, no memory traffic. Each instruction does 16 lanes × 2
+// multiply-adds = 64 FLOP.
+double vdpbf16ps_peak_gflops() {
+  constexpr int chains = 24;
+  constexpr long iterations = 20'000'000;
+  __m512 acc[chains];
+  for (int c = 0; c < chains; ++c) acc[c] = _mm512_set1_ps(float(c));
+  const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(2e-3f));
+  const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(3e-3f), _mm512_set1_ps(4e-3f));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (long i = 0; i < iterations; ++i)
+#pragma GCC unroll 24
+    for (int c = 0; c < chains; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], a, b);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  float sink = 0;  // keep the sums alive
+  for (int c = 0; c < chains; ++c) sink += _mm512_reduce_add_ps(acc[c]);
+  if (sink == 42.0f) std::printf(" ");
+  return 64.0 * chains * double(iterations) / s / 1e9;
+}
+#endif
+
 int main(int argc, char** argv) {
   int reps = 200;
   for (int i = 1; i + 1 < argc; ++i)
@@ -130,6 +153,10 @@ int main(int argc, char** argv) {
       {"512³", op::none, op::none, 512, 512, 512, true},
       {"1024³", op::none, op::none, 1024, 1024, 1024, false},
   };
+#if DAFUSE_GEMM_BF16_NATIVE
+  std::printf("ceiling: independent vdpbf16ps in registers, one thread: %.1f GFLOP/s\n",
+              vdpbf16ps_peak_gflops());
+#endif
   std::printf("gemm_bf16 (%s) vs gemm fp32 (Eigen kernel), one thread, median of %d, GFLOP/s\n",
               generic::bf16_products_native ? "AVX512-BF16 vdpbf16ps" : "portable: Eigen fp32",
               reps);

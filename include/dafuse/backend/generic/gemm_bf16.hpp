@@ -83,7 +83,7 @@ class aligned_array {
 // plus prefetched A. kc = 512 keeps a packed [kc, nr] micro-panel of B in L1 (12 KiB of 48) and
 // mc = 256 a packed [mc, kc] block of A in L2 (256 KiB of 1 MiB on Zen 5).
 // Measured on one Zen 5 core (bench/gemm_bf16): 350-385 GFLOP/s for the step's [256, *] products
-// and 512³, about 90% of the 408 GFLOP/s a loop of independent register-only vdpbf16ps reaches;
+// and 512³, 80-90% of the 415-439 GFLOP/s of the bench's register-only vdpbf16ps loop;
 // kc ∈ {256, 768} or mc ∈ {128, 512} were 5-10% slower at 1024³.
 inline constexpr index_t bf16_mr = 32;
 inline constexpr index_t bf16_nr = 12;
