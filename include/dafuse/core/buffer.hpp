@@ -12,12 +12,14 @@
 #include <dafuse/core/meta.hpp>
 #include <dafuse/core/system.hpp>
 
+#include <thrust/copy.h>
 #include <thrust/fill.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace dafuse {
 
@@ -70,19 +72,45 @@ struct sparse_matrix_view {
 };
 
 //! Owning, fixed-size storage in `System`'s memory. Sized once; never reallocates.
+//!
+//! The first element sits on a `buffer_alignment`-byte boundary. Vectorised loops (Eigen's
+//! reductions among them) peel elements up to the first aligned one, so a buffer's address would
+//! otherwise decide the order of the sums: two identical steps whose buffers malloc placed
+//! differently would differ in the last bits, and a run resumed from a checkpoint in a fresh
+//! process would drift from the uninterrupted one. Aligning every buffer makes the results a
+//! function of the values alone.
 template <class T, class System = system::omp>
 class buffer {
  public:
   using value_type = T;
   using system_type = System;
+  //! Bytes every buffer's data() is aligned to: a cache line and an AVX-512 vector.
+  static constexpr std::size_t alignment = 64;
 
   buffer() = default;
-  explicit buffer(std::size_t n) : storage_(n) {}
-  buffer(std::size_t n, T value) : storage_(n, value) {}
+  explicit buffer(std::size_t n) : storage_(n + padding) { align(n); }
+  buffer(std::size_t n, T value) : storage_(n + padding) {
+    align(n);
+    fill(value);
+  }
+  buffer(const buffer& other) : buffer(other.size_) {
+    thrust::copy(System::policy(), other.data(), other.data() + other.size_, data());
+  }
+  buffer(buffer&& other) noexcept { swap(other); }
+  buffer& operator=(buffer other) noexcept {
+    swap(other);
+    return *this;
+  }
+  void swap(buffer& other) noexcept {
+    storage_.swap(other.storage_);
+    std::swap(offset_, other.offset_);
+    std::swap(size_, other.size_);
+  }
+  friend void swap(buffer& a, buffer& b) noexcept { a.swap(b); }
 
-  T* data() { return thrust::raw_pointer_cast(storage_.data()); }
-  const T* data() const { return thrust::raw_pointer_cast(storage_.data()); }
-  std::size_t size() const { return storage_.size(); }
+  T* data() { return thrust::raw_pointer_cast(storage_.data()) + offset_; }
+  const T* data() const { return thrust::raw_pointer_cast(storage_.data()) + offset_; }
+  std::size_t size() const { return size_; }
 
   //! Column-major [rows, cols] view starting at element `offset`; checks it fits.
   matrix_view<T> matrix(index_t rows, index_t cols, index_t offset = 0) {
@@ -94,25 +122,37 @@ class buffer {
     return {data() + offset, rows, cols};
   }
 
-  void fill(T value) { thrust::fill(System::policy(), storage_.begin(), storage_.end(), value); }
-
-  typename System::template vector<T>& storage() { return storage_; }
-  const typename System::template vector<T>& storage() const { return storage_; }
+  void fill(T value) { thrust::fill(System::policy(), data(), data() + size_, value); }
 
  private:
+  // Spare elements allocated so that an aligned start always exists inside the storage
+  // (allocators align to at least alignof(T), so the distance is a whole number of elements).
+  static constexpr std::size_t padding =
+      sizeof(T) <= alignment && alignment % sizeof(T) == 0 ? alignment / sizeof(T) - 1 : 0;
+
+  void align(std::size_t n) {
+    size_ = n;
+    const auto address =
+        reinterpret_cast<std::uintptr_t>(thrust::raw_pointer_cast(storage_.data()));
+    const std::size_t misalignment = address % alignment;
+    offset_ = padding == 0 || misalignment == 0 ? 0 : (alignment - misalignment) / sizeof(T);
+  }
+
   void check_fits(index_t rows, index_t cols, index_t offset) const {
     // Written so no product can overflow: offset ≤ size, then rows·cols ≤ size − offset.
-    const std::size_t size = storage_.size();
+    const std::size_t size = size_;
     const bool fits =
         rows >= 0 && cols >= 0 && offset >= 0 && std::size_t(offset) <= size &&
         (cols == 0 || std::size_t(rows) <= (size - std::size_t(offset)) / std::size_t(cols));
     if (!fits)
-      fail("buffer", "view", "a view inside " + std::to_string(storage_.size()) + " elements",
+      fail("buffer", "view", "a view inside " + std::to_string(size_) + " elements",
            std::to_string(rows) + "x" + std::to_string(cols) + " at offset " +
                std::to_string(offset));
   }
 
   typename System::template vector<T> storage_;
+  std::size_t offset_ = 0;  // elements before the aligned first one
+  std::size_t size_ = 0;    // elements in use, from data()
 };
 
 }  // namespace dafuse
