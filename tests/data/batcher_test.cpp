@@ -214,3 +214,23 @@ TEST_CASE("a source-only batcher accepts an empty target and a rejected fill con
                            source, empty, 0, 5, false)),
                        doctest::Contains("batcher: batch: expected at least 1"), dafuse::error);
 }
+
+TEST_CASE_TEMPLATE("a loader started at batch k fills what an uninterrupted one fills from k on",
+                   Loader,
+                   dafuse::loader::sync,
+                   dafuse::loader::resident) {
+  const dataset source = make_source(), target = make_target();
+  const std::uint64_t k = 6;  // crosses epochs of both samplers (7 and 5 rows, 3 per batch)
+  batcher<Loader, omp> straight(source, target, batch, seed, true);
+  batcher<Loader, omp> resumed(source, target, batch, seed, true, k);
+  buffer<float> xa(elements(width * 2 * batch)), xb(elements(width * 2 * batch));
+  buffer<std::int32_t> ya(elements(batch)), yb(elements(batch));
+  const auto labels_a = std::span(ya.data(), ya.size());
+  for (std::uint64_t i = 0; i < k; ++i) straight.fill(xa.matrix(width, 2 * batch), labels_a);
+  for (int step = 0; step < 5; ++step) {
+    straight.fill(xa.matrix(width, 2 * batch), labels_a);
+    resumed.fill(xb.matrix(width, 2 * batch), std::span(yb.data(), yb.size()));
+    for (std::size_t i = 0; i < xa.size(); ++i) REQUIRE(xa.data()[i] == xb.data()[i]);
+    for (std::size_t i = 0; i < ya.size(); ++i) REQUIRE(ya.data()[i] == yb.data()[i]);
+  }
+}

@@ -196,7 +196,7 @@ TEST_CASE_TEMPLATE("an exception in a worker reaches the fill that would return 
   const dataset source = make_source(), target = make_target();
   batcher<dafuse::loader::sync, omp> sync(source, target, batch, seed, true);
   constexpr std::uint64_t bad = 6;
-  batcher<Loader, omp> pre(source, target, batch, seed, true, [](std::uint64_t n) {
+  batcher<Loader, omp> pre(source, target, batch, seed, true, 0, [](std::uint64_t n) {
     if (n == bad) dafuse::fail("test worker", "batch " + std::to_string(n), "no failure", "one");
   });
   batch_buffers<float> a(true), b(true);
@@ -214,7 +214,7 @@ TEST_CASE_TEMPLATE("an exception in a worker reaches the fill that would return 
 
 TEST_CASE("a non-dafuse exception in a worker keeps its type and message") {
   const dataset source = make_source(), target = make_target();
-  batcher<prefetch<2, 2>, omp> pre(source, target, batch, seed, true, [](std::uint64_t n) {
+  batcher<prefetch<2, 2>, omp> pre(source, target, batch, seed, true, 0, [](std::uint64_t n) {
     if (n == 3) throw std::out_of_range("injected at batch 3");
   });
   batch_buffers<float> b(true);
@@ -240,7 +240,7 @@ TEST_CASE("a prefetch batcher is destroyed cleanly with its workers asleep on a 
   }
   {
     // Destroyed with a failed batch and workers asleep after the failure.
-    batcher<prefetch<2, 2>, omp> pre(source, target, batch, seed, true, [](std::uint64_t n) {
+    batcher<prefetch<2, 2>, omp> pre(source, target, batch, seed, true, 0, [](std::uint64_t n) {
       if (n >= 2) throw std::runtime_error("stop here");
     });
     batch_buffers<float> b(true);
@@ -291,7 +291,7 @@ TEST_CASE("every loader reports its wait for data, cumulative and of the last fi
 TEST_CASE("prefetch's wait counts the time a fill is blocked on a slow worker") {
   const dataset source = make_source(), target = make_target();
   // Batches from 2 on take at least 20 ms each to assemble; the caller does nothing else.
-  batcher<prefetch<1, 2>, omp> pre(source, target, batch, seed, true, [](std::uint64_t n) {
+  batcher<prefetch<1, 2>, omp> pre(source, target, batch, seed, true, 0, [](std::uint64_t n) {
     if (n >= 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   });
   batch_buffers<float> b(true);

@@ -119,3 +119,20 @@ TEST_CASE("the shuffle draws every permutation of three rows about equally often
   // 5 degrees of freedom: mean 5, P(chi² > 30) ≈ 1.5e-5.
   CHECK(chi_square < 30);
 }
+
+TEST_CASE("seek(k) continues exactly where k draws from the start left off") {
+  // Every k from 0 to past three epochs, including the epoch boundaries where next() moves on
+  // lazily: a resumed sampler must draw what the uninterrupted one draws.
+  const index_t rows = 5;
+  for (std::uint64_t k = 0; k <= 17; ++k) {
+    CAPTURE(k);
+    epoch_sampler straight(rows, 77, rng_stream::target_sampler);
+    (void)take(straight, int(k));
+    epoch_sampler resumed(rows, 77, rng_stream::target_sampler);
+    (void)take(resumed, 3);  // somewhere else first: seek does not depend on the current place
+    resumed.seek(k);
+    CHECK(resumed.draws() == k);
+    CHECK(resumed.epoch() == straight.epoch());
+    CHECK(take(resumed, 12) == take(straight, 12));
+  }
+}

@@ -42,22 +42,34 @@ class batch_indices {
                 const dataset& target,
                 index_t batch,
                 std::uint64_t seed,
-                bool with_target)
-      : batch_indices(
-            checked_rows(source, target, with_target), source.width, batch, seed, with_target) {}
+                bool with_target,
+                std::uint64_t first_batch = 0)
+      : batch_indices(checked_rows(source, target, with_target),
+                      source.width,
+                      batch,
+                      seed,
+                      with_target,
+                      first_batch) {}
   //! The same draws for any kind of data set (dense or sparse), from its row counts; the caller
-  //! checks labels and widths. `rows` = {source rows, target rows}.
+  //! checks labels and widths. `rows` = {source rows, target rows}. The first draw is batch number
+  //! `first_batch` of the seeded sequence (0: the start; k: where a run resumed after k batches).
   batch_indices(std::pair<index_t, index_t> rows,
                 index_t width,
                 index_t batch,
                 std::uint64_t seed,
-                bool with_target)
+                bool with_target,
+                std::uint64_t first_batch = 0)
       : source_(rows.first, seed, rng_stream::source_sampler),
         // Without a head that reads target rows the target may be empty; its sampler is unused.
         target_(with_target ? rows.second : 1, seed, rng_stream::target_sampler),
         indices_(std::size_t(with_target ? 2 * check_batch(batch) : check_batch(batch))),
         batch_(batch),
-        width_(width) {}
+        width_(width) {
+    if (first_batch > 0) {
+      source_.seek(first_batch * std::uint64_t(batch));
+      if (with_target) target_.seek(first_batch * std::uint64_t(batch));
+    }
+  }
   //! Draws the next batch for a step input x: [width, rows()] with B labels: [0, B) index source
   //! rows, [B, 2B) target rows. The shape is checked first, so a rejected call consumes nothing
   //! of the seeded sequence.
@@ -175,10 +187,11 @@ class batcher<loader::sync, System> {
           const dataset& target,
           index_t batch,
           std::uint64_t seed,
-          bool with_target)
+          bool with_target,
+          std::uint64_t first_batch = 0)
       : source_(source),
         target_(target),
-        draws_(source, target, batch, seed, with_target),
+        draws_(source, target, batch, seed, with_target, first_batch),
         staging_(std::size_t(source.width) * (with_target ? 2 : 1) * std::size_t(batch)) {}
 
   template <class T>
@@ -213,17 +226,18 @@ class batcher<loader::resident, System> {
           const dataset& target,
           index_t batch,
           std::uint64_t seed,
-          bool with_target)
+          bool with_target,
+          std::uint64_t first_batch = 0)
       : width_(source.width),
-        draws_(source, target, batch, seed, with_target),
+        draws_(source, target, batch, seed, with_target, first_batch),
         source_rows_(source.features.size()),
         target_rows_(with_target ? target.features.size() : 0),
         source_labels_(source.labels.size()),
         indices_(std::size_t((with_target ? 2 : 1) * batch)) {
-    thrust::copy(source.features.begin(), source.features.end(), source_rows_.storage().begin());
+    thrust::copy(source.features.begin(), source.features.end(), source_rows_.data());
     if (with_target)
-      thrust::copy(target.features.begin(), target.features.end(), target_rows_.storage().begin());
-    thrust::copy(source.labels.begin(), source.labels.end(), source_labels_.storage().begin());
+      thrust::copy(target.features.begin(), target.features.end(), target_rows_.data());
+    thrust::copy(source.labels.begin(), source.labels.end(), source_labels_.data());
   }
 
   template <class T>
@@ -231,7 +245,7 @@ class batcher<loader::resident, System> {
     const auto start = detail::wait_meter::clock::now();
     const std::span<const index_t> idx = draws_.draw(x, labels);
     const index_t b = draws_.batch(), rows = index_t(idx.size()), w = width_;
-    thrust::copy(idx.begin(), idx.end(), indices_.storage().begin());
+    thrust::copy(idx.begin(), idx.end(), indices_.data());
     const index_t* index = indices_.data();
     const float* src = source_rows_.data();
     const float* tgt = target_rows_.data();

@@ -47,8 +47,9 @@ namespace dafuse::data {
 template <int Workers, int Depth, class System>
 class batcher<loader::prefetch<Workers, Depth>, System> {
  public:
-  //! The first five arguments are every batcher's. `assembly_hook`, for tests and fault
-  //! injection, runs in a worker as hook(n) after batch n's indices are drawn (n counts from 0)
+  //! The first six arguments are every batcher's. `assembly_hook`, for tests and fault
+  //! injection, runs in a worker as hook(n) after batch n's indices are drawn (n counts from 0,
+  //! the first batch this batcher hands out, whatever first_batch is)
   //! and before its rows are gathered, outside the lock; whatever it throws reaches the fill()
   //! that would have returned batch n. It must be safe to call from several workers at once.
   batcher(const dataset& source,
@@ -56,10 +57,11 @@ class batcher<loader::prefetch<Workers, Depth>, System> {
           index_t batch,
           std::uint64_t seed,
           bool with_target,
+          std::uint64_t first_batch = 0,
           std::function<void(std::uint64_t)> assembly_hook = {})
       : source_(source),
         target_(target),
-        draws_(source, target, batch, seed, with_target),
+        draws_(source, target, batch, seed, with_target, first_batch),
         hook_(std::move(assembly_hook)) {
     const std::size_t rows = std::size_t(draws_.rows());
     for (slot& s : ring_) {

@@ -39,6 +39,23 @@ class epoch_sampler {
     for (index_t& i : out) i = next();
   }
 
+  //! Moves to where the sampler is after `draws` draws from the start (seed and stream are
+  //! unchanged), reshuffling only the epoch it lands in: a resumed run draws the same indices as
+  //! an uninterrupted one without replaying the draws before.
+  void seek(std::uint64_t draws) {
+    const std::uint64_t rows = order_.size();
+    // After exactly k·rows draws the sampler is still at the end of epoch k − 1 (next() moves on
+    // lazily), so the position is in (0, rows] unless nothing was drawn.
+    const std::uint64_t epoch = draws == 0 ? 0 : (draws - 1) / rows;
+    if (epoch != epoch_ || draws == 0) {
+      epoch_ = epoch;
+      shuffle();
+    }
+    position_ = std::size_t(draws - epoch * rows);
+  }
+  //! Draws since the start: epoch() · rows() plus those drawn in the current epoch.
+  std::uint64_t draws() const { return epoch_ * order_.size() + position_; }
+
   index_t rows() const { return index_t(order_.size()); }
   //! The epoch the next draws come from, counting from 0; it advances on the first draw after
   //! a pass over all rows, so after exactly `rows()` draws it still reads 0.

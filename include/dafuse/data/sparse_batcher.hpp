@@ -37,10 +37,16 @@ class sparse_batcher {
                  const sparse_dataset& target,
                  index_t batch,
                  std::uint64_t seed,
-                 bool with_target)
+                 bool with_target,
+                 std::uint64_t first_batch = 0)
       : source_(source),
         target_(target),
-        draws_(checked_rows(source, target, with_target), source.width(), batch, seed, with_target),
+        draws_(checked_rows(source, target, with_target),
+               source.width(),
+               batch,
+               seed,
+               with_target,
+               first_batch),
         drawn_(std::size_t(draws_.rows())) {}
 
   //! Draws the next batch into `slots` (a train_step::sparse_batch_slots: offsets, indices,
