@@ -45,6 +45,17 @@ DAFUSE_HOST_DEVICE T binary_cross_entropy_with_logit(T z, T target, T scale, T* 
   return loss;
 }
 
+//! Softmax of one sample's logits: p_k = exp(z_k − max z) / Σ_j exp(z_j − max z), computed in
+//! the logits' type and written as Out (e.g. float probabilities from double logits).
+template <class T, class Out>
+DAFUSE_HOST_DEVICE void softmax(const T* z, index_t classes, Out* p) {
+  T zmax = z[0];
+  for (index_t k = 1; k < classes; ++k) zmax = z[k] > zmax ? z[k] : zmax;
+  T sum = 0;
+  for (index_t k = 0; k < classes; ++k) sum += std::exp(z[k] - zmax);
+  for (index_t k = 0; k < classes; ++k) p[k] = Out(std::exp(z[k] - zmax) / sum);
+}
+
 //! Index of the largest logit (first on ties): the predicted class.
 template <class T>
 DAFUSE_HOST_DEVICE std::int32_t argmax(const T* z, index_t classes) {

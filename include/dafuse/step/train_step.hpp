@@ -62,6 +62,9 @@ struct step_report {
   double grad_norm = 0;       //!< ‖∂L/∂θ‖ over all trained parameters, before clipping
   double task_grad_norm = 0;  //!< the same over G_f and G_y
   double discriminator_grad_norm = 0;  //!< the same over G_d (0 without it)
+  //! Fraction of the 2B rows G_d puts on the right side of 0 (source < 0 < target) before the
+  //! update: ½ means the features fool it, 1 that the domains are apart (0 without G_d).
+  double domain_accuracy = 0;
   bool skipped = false;   //!< no update: the gradients were not finite (parameters untouched)
   double lambda = 0;      //!< λ of the reversal this step
   double lr = 0;          //!< learning rate this step
@@ -127,6 +130,7 @@ class train_step {
   //! The batch is sparse (G_f is an nn::sparse_input module): fill sparse_batch(), not input().
   static constexpr bool sparse_input = Net::sparse_input;
   static constexpr index_t class_count = Net::class_count;
+  static constexpr index_t feature_width = Net::feature_width;  //!< width of G_f's output h
   //! Parameters this step trains: all of them with an adversarial head, G_f + G_y without.
   static constexpr index_t trained_param_count =
       adversarial ? Net::param_count : Net::task_param_count;
@@ -293,28 +297,19 @@ class train_step {
     }
   }
 
-  //! Predicted class of each sample of a sparse matrix (sparse_input only): `rows` is [input_width,
-  //! n], one sample per column, e.g. sparse_rows() of a CSR data set.
-  void predict(sparse_matrix_view<const value_type> rows,
-               std::int32_t* classes) requires sparse_input {
-    namespace gen = backend::generic;
-    if (rows.rows != input_width)
-      fail("train_step::predict", "sparse rows", std::to_string(input_width) + " features",
-           std::to_string(rows.rows));
-    const value_type* p = working_parameters();
-    for (index_t first = 0; first < rows.cols; first += eval_features_.cols) {
-      const index_t count = std::min(eval_features_.cols, rows.cols - first);
-      const index_t begin = rows.col_begin(first);
-      const sparse_matrix_view<const value_type> x{rows.offsets + first, rows.indices + begin,
-                                                   rows.values + begin, input_width, count};
-      classify(p, x, first, classes);
-    }
-  }
+  //! Where `infer` writes its results for n samples; a null pointer skips that output. Each
+  //! sample's values are contiguous: the arrays are column-major [width, n].
+  struct inference {
+    std::int32_t* classes = nullptr;  //!< [n]: the class with the largest logit
+    float* probabilities = nullptr;   //!< [class_count, n]: softmax of G_y's logits
+    float* features = nullptr;        //!< [feature_width, n]: G_f's output h
+  };
 
-  //! Predicted class of each of `n` rows stored row-major at `rows` ([n, input_width] floats).
+  //! Runs G_f and G_y (in evaluation chunks of fit_args::eval_chunk samples) on `n` rows stored
+  //! row-major at `rows` ([n, input_width]) and writes what `out` asks for. Validators read the
+  //! probabilities and features; nothing is trained.
   template <class In>
-  void predict(const In* rows, index_t n, std::int32_t* classes) requires(!sparse_input) {
-    namespace gen = backend::generic;
+  void infer(const In* rows, index_t n, inference out) requires(!sparse_input) {
     const value_type* p = working_parameters();
     for (index_t first = 0; first < n; first += eval_input_.cols) {
       const index_t count = std::min(eval_input_.cols, n - first);
@@ -322,8 +317,35 @@ class train_step {
       value_type* dst = eval_input_.data;
       for (index_t k = 0; k < count * input_width; ++k)
         dst[k] = products_type::round(value_type(src[k]));
-      classify(p, matrix_view<const value_type>{dst, input_width, count}, first, classes);
+      infer_chunk(p, matrix_view<const value_type>{dst, input_width, count}, first, out);
     }
+  }
+
+  //! The same for the samples of a sparse matrix (sparse_input only): `rows` is [input_width, n],
+  //! one sample per column, e.g. data::sparse_columns() of a CSR data set.
+  void infer(sparse_matrix_view<const value_type> rows, inference out) requires sparse_input {
+    if (rows.rows != input_width)
+      fail("train_step::infer", "sparse rows", std::to_string(input_width) + " features",
+           std::to_string(rows.rows));
+    const value_type* p = working_parameters();
+    for (index_t first = 0; first < rows.cols; first += eval_features_.cols) {
+      const index_t count = std::min(eval_features_.cols, rows.cols - first);
+      const index_t begin = rows.col_begin(first);
+      const sparse_matrix_view<const value_type> x{rows.offsets + first, rows.indices + begin,
+                                                   rows.values + begin, input_width, count};
+      infer_chunk(p, x, first, out);
+    }
+  }
+
+  //! Predicted class of each of `n` rows stored row-major at `rows` ([n, input_width] floats).
+  template <class In>
+  void predict(const In* rows, index_t n, std::int32_t* classes) requires(!sparse_input) {
+    infer(rows, n, inference{.classes = classes});
+  }
+  //! Predicted class of each sample of a sparse matrix (sparse_input only).
+  void predict(sparse_matrix_view<const value_type> rows,
+               std::int32_t* classes) requires sparse_input {
+    infer(rows, inference{.classes = classes});
   }
 
   std::span<value_type> parameters() { return {params_.data(), params_.size()}; }
@@ -335,6 +357,24 @@ class train_step {
   const loss_scale_state& loss_scale() const { return loss_scale_; }
   //! Squared norms of the last gradients, per module.
   const grad_norms& norms() const { return norms_; }
+  //! The optimizer's per-parameter state ([state_per_param · param_count], Optim's layout), e.g.
+  //! SGD's momentum buffer; saved and restored by checkpoints (train/checkpoint.hpp).
+  std::span<value_type> optimizer_state() { return {optim_state_.data(), optim_state_.size()}; }
+  std::span<const value_type> optimizer_state() const {
+    return {optim_state_.data(), optim_state_.size()};
+  }
+  //! Continues from step `step_index` with loss scaler state `scale` (the schedules and the
+  //! optimizer's bias corrections read the step index): with parameters() and optimizer_state()
+  //! written back, the next run() is the one an uninterrupted run would take.
+  void resume_at(index_t step_index, const loss_scale_state& scale) {
+    if (step_index < 0)
+      fail("train_step::resume_at", "step_index", "a count >= 0", std::to_string(step_index));
+    if (!(scale.scale > 0) || !std::isfinite(scale.scale))
+      fail("train_step::resume_at", "loss scale", "a finite value > 0",
+           std::to_string(scale.scale));
+    step_index_ = step_index;
+    loss_scale_ = scale;
+  }
   //! Steps taken since initialisation.
   index_t step_index() const { return step_index_; }
   const fit_args& args() const { return args_; }
@@ -362,18 +402,25 @@ class train_step {
     }
   }
 
-  // Classes of the x.cols samples of one evaluation chunk, written from classes[first].
+  // G_f and G_y on the x.cols samples of one evaluation chunk; writes `out` from sample `first`.
   template <class Input>
-  void classify(const value_type* p, const Input& x, index_t first, std::int32_t* classes) {
+  void infer_chunk(const value_type* p, const Input& x, index_t first, const inference& out) {
     namespace gen = backend::generic;
     const auto f = eval_features_.leading(x.cols);
     const auto y = eval_classifier_.leading(x.cols);
     gen::forward<feature_stack>(p + Net::features_offset, x, f, gemm_);
-    gen::forward<classifier_stack>(p + Net::classifier_offset,
-                                   matrix_view<const value_type>(f.output()), y, gemm_);
+    const matrix_view<value_type> h = f.output();
+    gen::forward<classifier_stack>(p + Net::classifier_offset, matrix_view<const value_type>(h), y,
+                                   gemm_);
     const matrix_view<value_type> logits = y.output();
-    for (index_t c = 0; c < x.cols; ++c)
-      classes[first + c] = nn::argmax(&logits(0, c), class_count);
+    for (index_t c = 0; c < x.cols; ++c) {
+      const value_type* z = &logits(0, c);
+      if (out.classes) out.classes[first + c] = nn::argmax(z, class_count);
+      if (out.probabilities)
+        nn::softmax(z, class_count, out.probabilities + (first + c) * class_count);
+      if (out.features)
+        std::copy_n(&h(0, c), feature_width, out.features + (first + c) * feature_width);
+    }
   }
 
   // Checks the sparse batch, lists the features it uses, and clears the first layer's weight
@@ -442,7 +489,7 @@ class train_step {
     if constexpr (adversarial) {
       gen::forward<discriminator_stack>(p + Net::discriminator_offset,
                                         matrix_view<const value_type>(h), discriminator_, gemm_);
-      report.domain_loss = domain_loss_and_gradient();
+      domain_loss_and_gradient(report);
       // G_d's input gradient is written straight into δh, scaled by the reversal's −λ.
       const nn::grad_reversal<value_type> reversal{value_type(lambda)};
       norms_.discriminator_sq = gen::backward<discriminator_stack>(
@@ -494,18 +541,23 @@ class train_step {
     return sum / double(b);
   }
 
-  // Mean BCE on the discriminator's logit over all 2B columns (source 0, target 1); writes δz.
-  double domain_loss_and_gradient() {
+  // Mean BCE on the discriminator's logit over all 2B columns (source 0, target 1); writes δz,
+  // and counts the logits on the right side of 0 in the same pass (report.domain_accuracy).
+  void domain_loss_and_gradient(step_report& report) {
     const index_t rows = feature_rows(), b = args_.batch;
     const value_type* z = discriminator_.output().data;
     value_type* dz = discriminator_.output_gradient().data;
     const value_type scale = value_type(loss_scale_.scale / double(rows));
     double sum = 0;
+    index_t right = 0;
     for (index_t c = 0; c < rows; ++c) {
-      const value_type target = c < b ? value_type(0) : value_type(1);
-      sum += double(nn::binary_cross_entropy_with_logit(z[c], target, scale, &dz[c]));
+      const bool is_target = c >= b;
+      sum +=
+          double(nn::binary_cross_entropy_with_logit(z[c], value_type(is_target), scale, &dz[c]));
+      right += is_target ? z[c] > 0 : z[c] < 0;
     }
-    return sum / double(rows);
+    report.domain_loss = sum / double(rows);
+    report.domain_accuracy = double(right) / double(rows);
   }
 
   fit_args args_;
