@@ -1,0 +1,742 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file select/validators.hpp
+//! @brief Label-free model-selection validators for unsupervised domain adaptation (entropy, IM,
+//! SND, PAD, DEV) and the logistic domain classifier PAD and DEV are built on.
+//!
+//! Every validator is a pure function of numbers the caller already has: target predictions,
+//! features of both domains, per-sample source losses. None reads a target label, so each may be
+//! used to pick a checkpoint or a hyper-parameter in a genuinely unsupervised setting; a figure
+//! chosen with target labels is "oracle" selection and the caller reports it separately.
+//!
+//! Shapes follow core/buffer.hpp: `probabilities` is a column-major [classes, n] matrix, one
+//! sample's distribution per contiguous column; `features` is [width, n]. All arithmetic is in
+//! double. Costs: entropy and IM O(n·c); SND O(n²·c) time and O(n·c + 256·n) memory (fine for a
+//! few thousand samples, slow for 10⁵); the domain classifier O(iterations·n·d) time and a
+//! standardised double copy of its training data (8·n·d bytes).
+#pragma once
+#include <dafuse/config.hpp>
+#include <dafuse/core/buffer.hpp>
+#include <dafuse/core/error.hpp>
+#include <dafuse/core/meta.hpp>
+#include <dafuse/core/rng.hpp>
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace dafuse::select {
+
+//! How far a column's sum may be from 1 and still count as a probability distribution. A float
+//! softmax over C classes sums to 1 within about C·6e-8, so 1e-3 admits any realistic C while
+//! still catching logits or unnormalised scores passed by mistake. Columns within the tolerance
+//! are divided by their sum (in double) before use.
+inline constexpr double probability_tolerance = 1e-3;
+
+//! The counter_rng stream that draws PAD's random halves (substream 0: source, 1: target). Its
+//! own id (rng_stream::domain_split), so PAD's halves never repeat another consumer's draws for
+//! the same seed.
+inline constexpr rng_stream split_stream = rng_stream::domain_split;
+
+namespace detail {
+
+//! `v` in the shortest form that reads back exactly, locale-independent.
+inline std::string number(double v) {
+  char buf[32];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+
+inline std::string shape_of(matrix_view<const float> x) {
+  return std::to_string(x.rows) + "x" + std::to_string(x.cols) + " matrix";
+}
+
+//! Checks `x` is a [rows ≥ 1, cols ≥ min_cols] view holding finite values.
+inline void check_matrix(std::string_view where,
+                         std::string_view field,
+                         matrix_view<const float> x,
+                         index_t min_cols,
+                         std::string_view rows_are) {
+  if (x.rows < 1)
+    fail(where, field, "at least one row (" + std::string(rows_are) + ")", shape_of(x));
+  if (x.cols < min_cols)
+    fail(where, field, "at least " + std::to_string(min_cols) + " sample(s) (columns)",
+         shape_of(x));
+  if (x.data == nullptr) fail(where, field, "a view with data", "a null data pointer");
+  for (index_t i = 0; i < x.cols; ++i)
+    for (index_t k = 0; k < x.rows; ++k)
+      if (!std::isfinite(x(k, i)))
+        fail(where, field, "finite values",
+             number(x(k, i)) + " at row " + std::to_string(k) + " of sample " + std::to_string(i));
+}
+
+//! Checks every column of `p` is a distribution: non-negative, finite, summing to 1 within
+//! probability_tolerance.
+inline void check_probabilities(std::string_view where,
+                                std::string_view field,
+                                matrix_view<const float> p,
+                                index_t min_cols) {
+  check_matrix(where, field, p, min_cols, "classes");
+  for (index_t i = 0; i < p.cols; ++i) {
+    double sum = 0;
+    for (index_t k = 0; k < p.rows; ++k) {
+      if (p(k, i) < 0)
+        fail(
+            where, field, "non-negative probabilities",
+            number(p(k, i)) + " at class " + std::to_string(k) + " of sample " + std::to_string(i));
+      sum += p(k, i);
+    }
+    if (std::abs(sum - 1.0) > probability_tolerance)
+      fail(where, field,
+           "columns that each sum to 1 within " + number(probability_tolerance) +
+               " (softmax outputs, not logits)",
+           "sample " + std::to_string(i) + " summing to " + number(sum));
+  }
+}
+
+//! Checks two feature matrices can be compared: same width, enough samples, finite values.
+inline void check_feature_pair(std::string_view where,
+                               std::string_view source_field,
+                               matrix_view<const float> source,
+                               index_t source_min,
+                               std::string_view target_field,
+                               matrix_view<const float> target,
+                               index_t target_min) {
+  check_matrix(where, source_field, source, source_min, "features");
+  check_matrix(where, target_field, target, target_min, "features");
+  if (target.rows != source.rows)
+    fail(where, target_field,
+         std::to_string(source.rows) + " rows, the feature width of " + std::string(source_field),
+         std::to_string(target.rows) + " rows");
+}
+
+//! Shannon entropy in nats of one column p[0, classes) after dividing it by its sum; 0·log 0 = 0.
+inline double entropy(const float* p, index_t classes) {
+  double sum = 0;
+  for (index_t k = 0; k < classes; ++k) sum += p[k];
+  double h = 0;
+  for (index_t k = 0; k < classes; ++k) {
+    const double q = double(p[k]) / sum;
+    if (q > 0) h -= q * std::log(q);
+  }
+  return h;
+}
+
+//! The logistic function σ(z) = 1/(1 + e^−z), without overflow for any z.
+inline double sigmoid(double z) {
+  if (z >= 0) return 1.0 / (1.0 + std::exp(-z));
+  const double e = std::exp(z);
+  return e / (1.0 + e);
+}
+
+//! Columns `order[first, first + count)` of `x`, copied into a contiguous [rows, count] block.
+inline std::vector<float> gather_columns(matrix_view<const float> x,
+                                         const std::vector<index_t>& order,
+                                         index_t first,
+                                         index_t count) {
+  std::vector<float> out(static_cast<std::size_t>(x.rows * count));
+  for (index_t j = 0; j < count; ++j)
+    std::copy_n(x.data + order[std::size_t(first + j)] * x.rows, x.rows, out.begin() + j * x.rows);
+  return out;
+}
+
+//! A seeded uniform permutation of [0, n) (Fisher–Yates with counter_rng::below).
+inline std::vector<index_t> shuffled(index_t n, std::uint64_t seed, std::uint32_t substream) {
+  std::vector<index_t> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), index_t(0));
+  counter_rng rng(seed, split_stream, substream);
+  for (index_t i = n - 1; i > 0; --i)
+    std::swap(order[std::size_t(i)], order[rng.below(static_cast<std::uint32_t>(i + 1))]);
+  return order;
+}
+
+}  // namespace detail
+
+// --- Prediction-based validators ------------------------------------------------------------
+
+//! Mean Shannon entropy (nats) of the per-sample predicted class distributions:
+//!   H̄ = (1/n) Σ_i H(p_i),   H(p) = −Σ_k p_k log p_k.
+//! **Lower is better.** Range [0, log C]. Minimum-entropy selection/regularisation: Morerio,
+//! Cavazza, Murino, "Minimal-entropy correlation alignment for unsupervised deep domain
+//! adaptation", ICLR 2018; benchmarked as a validator by Musgrave, Belongie, Lim, "Benchmarking
+//! validation methods for unsupervised domain adaptation", 2022. Caveat: a model that collapses
+//! onto one class with full confidence scores the best possible 0.
+//! probabilities: [classes, n], n ≥ 1, each column a distribution (see probability_tolerance).
+inline double mean_entropy(matrix_view<const float> probabilities) {
+  detail::check_probabilities("select::mean_entropy", "probabilities", probabilities, 1);
+  double total = 0;
+  for (index_t i = 0; i < probabilities.cols; ++i)
+    total += detail::entropy(probabilities.data + i * probabilities.rows, probabilities.rows);
+  return total / double(probabilities.cols);
+}
+
+//! Information maximization, the mutual information between input and predicted class under the
+//! empirical distribution:
+//!   IM = H(p̄) − (1/n) Σ_i H(p_i),   p̄ = (1/n) Σ_i p_i.
+//! **Higher is better.** Range [0, log C]: log C for confident predictions spread evenly over the
+//! C classes, 0 for uniform predictions and for a collapse onto one class. Gomes, Krause, Perona,
+//! "Discriminative clustering by regularized information maximization", NeurIPS 2010; Shi & Sha,
+//! "Information-theoretical learning of discriminative clusters for unsupervised domain
+//! adaptation", ICML 2012; as a validator: Musgrave et al. 2022. IM ≥ 0 by concavity of H; the
+//! result is clamped at 0 so rounding never reports a tiny negative value.
+inline double information_maximization(matrix_view<const float> probabilities) {
+  detail::check_probabilities("select::information_maximization", "probabilities", probabilities,
+                              1);
+  const index_t c = probabilities.rows, n = probabilities.cols;
+  std::vector<double> mean(static_cast<std::size_t>(c), 0.0);
+  double mean_h = 0;
+  for (index_t i = 0; i < n; ++i) {
+    const float* p = probabilities.data + i * c;
+    double sum = 0;
+    for (index_t k = 0; k < c; ++k) sum += p[k];
+    for (index_t k = 0; k < c; ++k) mean[std::size_t(k)] += double(p[k]) / sum;
+    mean_h += detail::entropy(p, c);
+  }
+  double h_mean = 0;
+  for (const double m : mean) {
+    const double q = m / double(n);
+    if (q > 0) h_mean -= q * std::log(q);
+  }
+  return std::max(0.0, h_mean - mean_h / double(n));
+}
+
+//! Soft neighbourhood density (SND): Saito, Kim, Teterwak, Sclaroff, Darrell, Saenko, "Tune it
+//! the right way: unsupervised validation of domain adaptation via soft neighborhood density",
+//! ICCV 2021. With x̂_i = p_i/‖p_i‖₂ (target predictions, L2-normalised):
+//!   S_ij = x̂_iᵀx̂_j / τ (j ≠ i),  q_ij = exp(S_ij) / Σ_{l≠i} exp(S_il),
+//!   SND = (1/n) Σ_i H(q_i) = −(1/n) Σ_i Σ_{j≠i} q_ij log q_ij.
+//! **Higher is better**: samples sitting in dense clusters spread their soft neighbour
+//! distribution over many near neighbours (high entropy); isolated samples put it on a few.
+//! Range [0, log(n − 1)]. Self-similarity is excluded exactly; the authors' code fills the
+//! diagonal with −1/τ instead, which gives the self term a weight below e^−1/τ (2·10⁻⁹ at τ = 0.05)
+//! of any neighbour's, since probability vectors have similarities ≥ 0. Caveat: whenever all
+//! samples look alike — a collapse onto one class, or uniformly unsure predictions — every sample
+//! is every other's near neighbour and SND approaches its maximum log(n − 1).
+//! Cost O(n²·c) time (an Eigen product per block of 256 samples) and O(256·n) extra memory:
+//! fine for a few thousand samples, slow for 10⁵.
+//! probabilities: [classes, n], n ≥ 2; temperature τ > 0 (0.05 in the paper).
+inline double soft_neighborhood_density(matrix_view<const float> probabilities,
+                                        double temperature = 0.05) {
+  constexpr std::string_view where = "select::soft_neighborhood_density";
+  detail::check_probabilities(where, "probabilities", probabilities, 2);
+  if (!(temperature > 0) || !std::isfinite(temperature))
+    fail(where, "temperature", "a finite value > 0 (Saito et al. use 0.05)",
+         detail::number(temperature));
+  const index_t c = probabilities.rows, n = probabilities.cols;
+  // xhat: [c, n], unit columns (a column summing to ~1 has ‖p‖₂ ≥ 1/√c, never 0).
+  Eigen::MatrixXd xhat(c, n);
+  for (index_t i = 0; i < n; ++i) {
+    double sq = 0;
+    for (index_t k = 0; k < c; ++k) sq += double(probabilities(k, i)) * probabilities(k, i);
+    const double inv = 1.0 / std::sqrt(sq);
+    for (index_t k = 0; k < c; ++k) xhat(k, i) = probabilities(k, i) * inv;
+  }
+  const double inv_t = 1.0 / temperature;
+  std::vector<double> row_entropy(static_cast<std::size_t>(n));
+  constexpr index_t block = 256;
+  Eigen::MatrixXd s;  // [n, b]: column r holds S/τ of sample i0 + r to every sample
+  for (index_t i0 = 0; i0 < n; i0 += block) {
+    const index_t b = std::min(block, n - i0);
+    s.resize(n, b);
+    s.noalias() = inv_t * (xhat.transpose() * xhat.middleCols(i0, b));
+    for (index_t r = 0; r < b; ++r) {
+      const index_t i = i0 + r;
+      const double* sim = s.col(r).data();  // S_ij/τ
+      double top = -std::numeric_limits<double>::infinity();
+      for (index_t j = 0; j < n; ++j)
+        if (j != i) top = std::max(top, sim[j]);
+      // H(q) = log Z − Σ_j q_j a_j with a_j = S_ij/τ − top and Z = Σ_j e^(a_j).
+      double z = 0, za = 0;
+      for (index_t j = 0; j < n; ++j) {
+        if (j == i) continue;
+        const double a = sim[j] - top;
+        const double e = std::exp(a);
+        z += e;
+        za += e * a;
+      }
+      row_entropy[std::size_t(i)] = std::max(0.0, std::log(z) - za / z);  // ≥ 0 up to rounding
+    }
+  }
+  double total = 0;  // summed in sample order, so the result does not depend on threads
+  for (const double h : row_entropy) total += h;
+  return total / double(n);
+}
+
+// --- The domain classifier ------------------------------------------------------------------
+
+//! Run-time settings of `domain_classifier`.
+struct domain_classifier_args {
+  double l2 = 1e-3;               //!< λ ≥ 0 in J (on standardised features; the bias is free)
+  index_t max_iterations = 1000;  //!< L-BFGS iterations at most (≥ 1)
+  double tolerance = 1e-8;        //!< stop once ‖∇J‖∞ ≤ tolerance (≥ 0)
+  bool balance_domains = false;   //!< weight samples so each domain carries half of the loss
+};
+
+//! Logistic regression in double that tells target (label 1) from source (label 0) features:
+//!   p(t|x) = σ(wᵀ(x − μ)/s + b),
+//!   J(w, b) = (1/n) Σ_i a_i·BCE(p(t|x_i), y_i) + (λ/2)‖w‖²,
+//! with μ, s the per-feature mean and standard deviation of the pooled training features
+//! (features constant to 1e-12 relative keep s = 1), a_i = 1, or n/(2·n_domain) when
+//! balance_domains. J is strictly convex for λ > 0; it is minimised by L-BFGS (10 pairs,
+//! backtracking line search, see fit) from w = 0 and b at the training prior log-odds. Fully
+//! deterministic: no randomness, a fixed order of sums. With λ = 0 on separable data the optimum
+//! is at infinity: the weights grow until ‖∇J‖∞ (which decays like e^−margin) falls below the
+//! tolerance or max_iterations is reached. converged() is false when the iterations ran out or
+//! the line search could improve neither J nor its slope (rounding); the classifier is usable
+//! either way.
+class domain_classifier {
+ public:
+  //! An unfitted classifier (width 0).
+  domain_classifier() = default;
+
+  //! Fits on source: [d, n_s] (label 0) and target: [d, n_t] (label 1), n_s, n_t ≥ 1.
+  domain_classifier(matrix_view<const float> source,
+                    matrix_view<const float> target,
+                    const domain_classifier_args& args = {}) {
+    constexpr std::string_view where = "select::domain_classifier";
+    detail::check_feature_pair(where, "source", source, 1, "target", target, 1);
+    if (!(args.l2 >= 0) || !std::isfinite(args.l2))
+      fail(where, "args.l2", "a finite value ≥ 0", detail::number(args.l2));
+    if (args.max_iterations < 1)
+      fail(where, "args.max_iterations", "at least 1", std::to_string(args.max_iterations));
+    if (!(args.tolerance >= 0) || !std::isfinite(args.tolerance))
+      fail(where, "args.tolerance", "a finite value ≥ 0", detail::number(args.tolerance));
+    fit(source, target, args);
+  }
+
+  //! Feature width d the classifier was fitted on (0 when unfitted).
+  index_t width() const { return index_t(mean_.size()); }
+
+  //! log p(t|x)/p(s|x) for one sample x: [d] (the caller guarantees its width).
+  double logit(const float* x) const {
+    double z = bias_;
+    for (std::size_t k = 0; k < mean_.size(); ++k)
+      z += weights_[k] * ((double(x[k]) - mean_[k]) / scale_[k]);
+    return z;
+  }
+
+  //! p(t|x) for one sample x: [d].
+  double probability_target(const float* x) const { return detail::sigmoid(logit(x)); }
+
+  //! Estimated density ratio p_t(x)/p_s(x) = exp(logit(x) − log prior odds), the prior odds
+  //! being the training weight of target over that of source (n_t/n_s, or 1 when balanced). The
+  //! exponent is clamped to ±700 so the ratio stays finite.
+  double density_ratio(const float* x) const {
+    return std::exp(std::clamp(logit(x) - log_prior_odds_, -700.0, 700.0));
+  }
+
+  //! logit of every column of x: [d, n] (checks the width).
+  std::vector<double> logits(matrix_view<const float> x) const {
+    check_input(x, "logits");
+    std::vector<double> out(static_cast<std::size_t>(x.cols));
+    for (index_t i = 0; i < x.cols; ++i) out[std::size_t(i)] = logit(x.data + i * x.rows);
+    return out;
+  }
+
+  //! density_ratio of every column of x: [d, n] (checks the width).
+  std::vector<double> density_ratios(matrix_view<const float> x) const {
+    check_input(x, "density_ratios");
+    std::vector<double> out(static_cast<std::size_t>(x.cols));
+    for (index_t i = 0; i < x.cols; ++i) out[std::size_t(i)] = density_ratio(x.data + i * x.rows);
+    return out;
+  }
+
+  const std::vector<double>& feature_mean() const { return mean_; }    //!< μ: [d]
+  const std::vector<double>& feature_scale() const { return scale_; }  //!< s: [d]
+  const std::vector<double>& weights() const { return weights_; }      //!< w (standardised): [d]
+  double bias() const { return bias_; }                                //!< b
+  double log_prior_odds() const { return log_prior_odds_; }  //!< log(Σ target a / Σ source a)
+  index_t iterations() const { return iterations_; }         //!< L-BFGS steps taken
+  bool converged() const { return converged_; }            //!< ‖∇J‖∞ ≤ tolerance reached
+  double objective() const { return objective_; }          //!< J at the solution
+  double gradient_norm() const { return gradient_norm_; }  //!< ‖∇J‖∞ at the solution
+
+ private:
+  void check_input(matrix_view<const float> x, std::string_view what) const {
+    const std::string where = "select::domain_classifier::" + std::string(what);
+    detail::check_matrix(where, "x", x, 0, "features");
+    if (x.rows != width())
+      fail(where, "x", std::to_string(width()) + " rows, the width the classifier was fitted on",
+           std::to_string(x.rows) + " rows");
+  }
+
+  void fit(matrix_view<const float> source,
+           matrix_view<const float> target,
+           const domain_classifier_args& args) {
+    const index_t d = source.rows, ns = source.cols, nt = target.cols, n = ns + nt;
+    const auto value = [&](index_t k, index_t i) {
+      return i < ns ? double(source(k, i)) : double(target(k, i - ns));
+    };
+    // Standardise on the pooled training features (two passes: mean, then spread).
+    mean_.assign(std::size_t(d), 0.0);
+    scale_.assign(std::size_t(d), 1.0);
+    for (index_t i = 0; i < n; ++i)
+      for (index_t k = 0; k < d; ++k) mean_[std::size_t(k)] += value(k, i);
+    for (double& m : mean_) m /= double(n);
+    std::vector<double> ss(static_cast<std::size_t>(d), 0.0);
+    for (index_t i = 0; i < n; ++i)
+      for (index_t k = 0; k < d; ++k) {
+        const double dev = value(k, i) - mean_[std::size_t(k)];
+        ss[std::size_t(k)] += dev * dev;
+      }
+    for (index_t k = 0; k < d; ++k) {
+      const double sd = std::sqrt(ss[std::size_t(k)] / double(n));
+      // A constant feature's spread is rounding noise around its mean: do not amplify it.
+      if (sd > 1e-12 * std::abs(mean_[std::size_t(k)]) && sd > 0) scale_[std::size_t(k)] = sd;
+    }
+    Eigen::MatrixXd x(d, n);  // [d, n] standardised
+    for (index_t i = 0; i < n; ++i)
+      for (index_t k = 0; k < d; ++k)
+        x(k, i) = (value(k, i) - mean_[std::size_t(k)]) / scale_[std::size_t(k)];
+    // Sample weights a_i; both choices sum to n.
+    const double a_source = args.balance_domains ? double(n) / (2.0 * double(ns)) : 1.0;
+    const double a_target = args.balance_domains ? double(n) / (2.0 * double(nt)) : 1.0;
+    log_prior_odds_ = std::log((a_target * double(nt)) / (a_source * double(ns)));
+    const double lambda = args.l2;
+
+    // theta = [w; b]: [d + 1]. Returns J and writes ∇J: dJ/dw = X·r + λw, dJ/db = Σ r, with
+    // r_i = a_i(σ(z_i) − y_i)/n.
+    Eigen::VectorXd z(n), r(n);
+    const auto evaluate = [&](const Eigen::VectorXd& theta, Eigen::VectorXd& grad) {
+      z.noalias() = x.transpose() * theta.head(d);
+      const double b = theta(d);
+      double f = 0;
+      for (index_t i = 0; i < n; ++i) {
+        const double zi = z(i) + b, y = i < ns ? 0.0 : 1.0, a = i < ns ? a_source : a_target;
+        // BCE with logits, as nn::binary_cross_entropy_with_logit: max(z,0) − z·y + log1p(e^−|z|).
+        f += a * (std::max(zi, 0.0) - zi * y + std::log1p(std::exp(-std::abs(zi))));
+        r(i) = a * (detail::sigmoid(zi) - y) / double(n);
+      }
+      grad.resize(d + 1);
+      grad.head(d).noalias() = x * r;
+      grad.head(d) += lambda * theta.head(d);
+      grad(d) = r.sum();
+      return f / double(n) + 0.5 * lambda * theta.head(d).squaredNorm();
+    };
+
+    constexpr std::size_t memory = 10;  // L-BFGS pairs kept (Nocedal & Wright suggest 3–20)
+    std::vector<Eigen::VectorXd> s_hist, y_hist;
+    std::vector<double> rho_hist;
+    Eigen::VectorXd theta = Eigen::VectorXd::Zero(d + 1), g, theta_new, g_new;
+    theta(d) = log_prior_odds_;
+    double f = evaluate(theta, g);
+    iterations_ = 0;
+    converged_ = false;
+    while (true) {
+      if (g.lpNorm<Eigen::Infinity>() <= args.tolerance) {
+        converged_ = true;
+        break;
+      }
+      if (iterations_ >= args.max_iterations) break;
+      // Two-loop recursion: p = −H·g with H the L-BFGS inverse-Hessian estimate.
+      const std::size_t m = s_hist.size();
+      Eigen::VectorXd q = g;
+      std::vector<double> alpha(m);
+      for (std::size_t j = m; j-- > 0;) {
+        alpha[j] = rho_hist[j] * s_hist[j].dot(q);
+        q -= alpha[j] * y_hist[j];
+      }
+      // H₀ = γI: sᵀy/yᵀy of the newest pair; before any pair, a step of length ≤ 1.
+      q *= m > 0 ? s_hist.back().dot(y_hist.back()) / y_hist.back().squaredNorm()
+                 : 1.0 / std::max(1.0, g.norm());
+      for (std::size_t j = 0; j < m; ++j) {
+        const double beta = rho_hist[j] * y_hist[j].dot(q);
+        q += (alpha[j] - beta) * s_hist[j];
+      }
+      Eigen::VectorXd p = -q;
+      double slope = g.dot(p);
+      if (!(slope < 0)) {  // not a descent direction: forget the history, go downhill
+        s_hist.clear();
+        y_hist.clear();
+        rho_hist.clear();
+        p = -g / std::max(1.0, g.norm());
+        slope = g.dot(p);
+      }
+      // Backtracking from step 1. Armijo's sufficient decrease, or, once the decrease is below
+      // what J's rounding can show (near the optimum J changes by ~‖∇J‖², so ‖∇J‖ ≲ 1e-8 cannot
+      // be resolved through J), Hager & Zhang's approximate Wolfe test on the slope instead
+      // (SIAM J. Optim. 2005): J not above its rounding band and |∇J(θ + αp)ᵀp| ≤ 0.9|∇Jᵀp|.
+      const double band = 16 * std::numeric_limits<double>::epsilon() * std::abs(f);
+      double step = 1, f_new = 0;
+      bool accepted = false;
+      for (int tries = 0; tries < 60 && !accepted; ++tries, step *= 0.5) {
+        theta_new = theta + step * p;
+        f_new = evaluate(theta_new, g_new);
+        accepted = f_new <= f + 1e-4 * step * slope ||  // Armijo; false for NaN
+                   (f_new <= f + band && std::abs(g_new.dot(p)) <= 0.9 * std::abs(slope));
+      }
+      if (!accepted) break;  // neither J nor its slope can improve further in double
+      Eigen::VectorXd s_k = theta_new - theta, y_k = g_new - g;
+      const double sy = s_k.dot(y_k);
+      if (sy > 1e-12 * s_k.norm() * y_k.norm()) {  // curvature pair is usable
+        if (s_hist.size() == memory) {
+          s_hist.erase(s_hist.begin());
+          y_hist.erase(y_hist.begin());
+          rho_hist.erase(rho_hist.begin());
+        }
+        s_hist.push_back(std::move(s_k));
+        y_hist.push_back(std::move(y_k));
+        rho_hist.push_back(1.0 / sy);
+      }
+      theta.swap(theta_new);
+      g.swap(g_new);
+      f = f_new;
+      ++iterations_;
+    }
+    weights_.assign(theta.data(), theta.data() + d);
+    bias_ = theta(d);
+    objective_ = f;
+    gradient_norm_ = g.lpNorm<Eigen::Infinity>();
+  }
+
+  std::vector<double> mean_, scale_, weights_;
+  double bias_ = 0;
+  double log_prior_odds_ = 0;
+  index_t iterations_ = 0;
+  bool converged_ = false;
+  double objective_ = 0;
+  double gradient_norm_ = 0;
+};
+
+// --- Feature-based validators ---------------------------------------------------------------
+
+//! Run-time settings of `proxy_a_distance`.
+struct pad_args {
+  std::uint64_t seed = 0;  //!< picks the random halves (stream select::split_stream)
+  //! The linear domain classifier; balanced, so ε is the balanced error (see proxy_a_distance).
+  domain_classifier_args classifier{.balance_domains = true};
+};
+
+//! Proxy A-distance: PAD = 2(1 − 2ε), ε the held-out error of a linear classifier telling the
+//! two domains apart. Ben-David, Blitzer, Crammer, Pereira, "Analysis of representations for
+//! domain adaptation", NIPS 19 (2007); Ganin et al., "Domain-adversarial training of neural
+//! networks", JMLR 2016, §5. **Lower is better** (more domain-invariant features); it measures
+//! invariance, not accuracy — features that forget the task are perfectly invariant.
+//! Each domain is shuffled with counter_rng(seed, split_stream, 0 for source / 1 for target); a
+//! domain_classifier (args.classifier) is fitted on the first ⌊n/2⌋ of each and tested on the
+//! rest. ε = (ε_s + ε_t)/2, the mean of the two held-out per-domain error rates (a logit of
+//! exactly 0 counts half an error): the plain error when the test halves are equally large, and
+//! the quantity for which 1 − 2ε = Pr_T(h = t) − Pr_S(h = t), the A-distance's form, otherwise.
+//! Not clamped: range [−2, 2], and a value below 0 (ε > 1/2: the classifier does worse than
+//! chance on held-out data, noise on indistinguishable domains) reads as "indistinguishable".
+//! source_features: [d, n_s], target_features: [d, n_t], n_s, n_t ≥ 2.
+inline double proxy_a_distance(matrix_view<const float> source_features,
+                               matrix_view<const float> target_features,
+                               const pad_args& args = {}) {
+  constexpr std::string_view where = "select::proxy_a_distance";
+  detail::check_feature_pair(where, "source_features", source_features, 2, "target_features",
+                             target_features, 2);
+  constexpr index_t max_samples = std::numeric_limits<std::uint32_t>::max();
+  if (source_features.cols > max_samples || target_features.cols > max_samples)
+    fail(where, "source_features/target_features", "fewer than 2^32 samples per domain",
+         detail::shape_of(source_features) + " and " + detail::shape_of(target_features));
+  const index_t d = source_features.rows;
+  const index_t ns = source_features.cols, nt = target_features.cols;
+  const index_t ns_fit = ns / 2, nt_fit = nt / 2;
+  const std::vector<index_t> order_s = detail::shuffled(ns, args.seed, 0);
+  const std::vector<index_t> order_t = detail::shuffled(nt, args.seed, 1);
+  const std::vector<float> fit_s = detail::gather_columns(source_features, order_s, 0, ns_fit);
+  const std::vector<float> fit_t = detail::gather_columns(target_features, order_t, 0, nt_fit);
+  const domain_classifier c({fit_s.data(), d, ns_fit}, {fit_t.data(), d, nt_fit}, args.classifier);
+  // Held-out error of one domain: predicted the other side (logit sign), ties count half.
+  const auto held_out_error = [&](matrix_view<const float> x, const std::vector<index_t>& order,
+                                  index_t first, double sign) {
+    double errors = 0;
+    for (index_t j = first; j < x.cols; ++j) {
+      const double z = sign * c.logit(x.data + order[std::size_t(j)] * x.rows);
+      errors += z < 0 ? 1.0 : z == 0 ? 0.5 : 0.0;
+    }
+    return errors / double(x.cols - first);
+  };
+  const double error_s = held_out_error(source_features, order_s, ns_fit, -1.0);
+  const double error_t = held_out_error(target_features, order_t, nt_fit, +1.0);
+  const double epsilon = 0.5 * (error_s + error_t);
+  return 2.0 * (1.0 - 2.0 * epsilon);
+}
+
+//! Importance weights w_i = p_t(x_i)/p_s(x_i) of source samples x: [d, n] from a fitted domain
+//! classifier: (n_s/n_t)·p(t|x)/p(s|x) for an unbalanced fit (You et al. 2019).
+inline std::vector<double> importance_weights(const domain_classifier& classifier,
+                                              matrix_view<const float> features) {
+  return classifier.density_ratios(features);
+}
+
+//! The control-variate DEV risk of You et al. 2019 from importance weights w_i and
+//! per-sample source validation losses ℓ_i:
+//!   L_i = w_i·ℓ_i,  η = −Cov(L, w)/Var(w),  DEV = mean(L) + η·mean(w) − η.
+//! Since E[w] = 1 under the source distribution, η·(mean(w) − 1) has mean 0 and cancels the part
+//! of mean(L)'s variance that comes from the weights: with a constant loss k, DEV = k exactly.
+//! Cov and Var are sample estimates (the same normaliser, so it cancels). When the weights are
+//! constant (Var(w) ≤ (1e-12·mean(w))², i.e. rounding noise) there is nothing to correct with
+//! and η = 0: DEV = mean(L). **Lower is better.**
+//! weights, losses: [n], n ≥ 2, finite and ≥ 0.
+inline double dev_risk(std::span<const double> weights, std::span<const double> losses) {
+  constexpr std::string_view where = "select::dev_risk";
+  if (weights.size() < 2)
+    fail(where, "weights", "at least 2 samples", std::to_string(weights.size()));
+  if (losses.size() != weights.size())
+    fail(where, "losses", std::to_string(weights.size()) + " values, one per weight",
+         std::to_string(losses.size()));
+  const auto n = double(weights.size());
+  double mean_w = 0, mean_l = 0;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    if (!(weights[i] >= 0) || !std::isfinite(weights[i]))
+      fail(where, "weights", "finite values ≥ 0",
+           detail::number(weights[i]) + " at sample " + std::to_string(i));
+    if (!(losses[i] >= 0) || !std::isfinite(losses[i]))
+      fail(where, "losses", "finite values ≥ 0",
+           detail::number(losses[i]) + " at sample " + std::to_string(i));
+    mean_w += weights[i];
+    mean_l += weights[i] * losses[i];
+  }
+  mean_w /= n;
+  mean_l /= n;
+  double cov = 0, var = 0;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    const double dw = weights[i] - mean_w;
+    cov += (weights[i] * losses[i] - mean_l) * dw;
+    var += dw * dw;
+  }
+  cov /= n - 1;
+  var /= n - 1;
+  const double limit = 1e-12 * mean_w;
+  const double eta = var <= limit * limit ? 0.0 : -cov / var;
+  return mean_l + eta * mean_w - eta;
+}
+
+//! Run-time settings of `deep_embedded_validation`.
+struct dev_args {
+  //! The domain classifier. Unbalanced by default, as in You et al.; either way the density
+  //! ratio divides out the training prior odds (domain_classifier::density_ratio).
+  domain_classifier_args classifier{};
+};
+
+namespace detail {
+template <class Loss>
+double deep_embedded_validation(matrix_view<const float> source_features,
+                                std::span<const Loss> source_losses,
+                                matrix_view<const float> target_features,
+                                const dev_args& args) {
+  constexpr std::string_view where = "select::deep_embedded_validation";
+  check_feature_pair(where, "source_features", source_features, 2, "target_features",
+                     target_features, 1);
+  if (index_t(source_losses.size()) != source_features.cols)
+    fail(where, "source_losses",
+         std::to_string(source_features.cols) + " values, one per column of source_features",
+         std::to_string(source_losses.size()));
+  std::vector<double> losses(source_losses.size());
+  for (std::size_t i = 0; i < losses.size(); ++i) {
+    losses[i] = double(source_losses[i]);
+    if (!(losses[i] >= 0) || !std::isfinite(losses[i]))
+      fail(where, "source_losses", "finite values ≥ 0 (per-sample losses)",
+           number(losses[i]) + " at sample " + std::to_string(i));
+  }
+  const domain_classifier c(source_features, target_features, args.classifier);
+  const std::vector<double> w = c.density_ratios(source_features);
+  return dev_risk(w, losses);
+}
+}  // namespace detail
+
+//! Deep embedded validation (DEV): You, Wang, Long, Jordan, "Towards accurate model selection in
+//! deep unsupervised domain adaptation", ICML 2019. Estimates the target risk from labelled
+//! source validation samples re-weighted by p_t(x)/p_s(x), with a control variate:
+//!   w_i = (n_s/n_t)·p(t|x_i)/p(s|x_i),  L_i = w_i·ℓ_i,  η = −Cov(L, w)/Var(w),
+//!   DEV = mean(L) + η·mean(w) − η   (see dev_risk).
+//! **Lower is better.** The domain classifier is fitted on source_features (the source
+//! *validation* features) against target_features and the weights are read on the same source
+//! samples. The paper fits it on source *training* features instead, so the weights come from
+//! data the classifier did not see; here a linear, L2-regularised classifier with n ≫ d adds
+//! little in-sample optimism, and the caller needs only one source set. To follow the paper
+//! exactly, fit a domain_classifier on the training features and call importance_weights and
+//! dev_risk. The estimate is only as good as the density ratio: with nearly separable domains a
+//! few huge weights dominate (the control variate reduces, but cannot remove, that variance).
+//! source_features: [d, n_s], n_s ≥ 2; source_losses: [n_s], the model's loss on each (e.g.
+//! cross-entropy, or 0/1 error), finite and ≥ 0; target_features: [d, n_t], n_t ≥ 1.
+inline double deep_embedded_validation(matrix_view<const float> source_features,
+                                       std::span<const double> source_losses,
+                                       matrix_view<const float> target_features,
+                                       const dev_args& args = {}) {
+  return detail::deep_embedded_validation(source_features, source_losses, target_features, args);
+}
+
+//! The same with float losses.
+inline double deep_embedded_validation(matrix_view<const float> source_features,
+                                       std::span<const float> source_losses,
+                                       matrix_view<const float> target_features,
+                                       const dev_args& args = {}) {
+  return detail::deep_embedded_validation(source_features, source_losses, target_features, args);
+}
+
+// --- Naming validators ----------------------------------------------------------------------
+
+//! The validators a model-selection loop can rank checkpoints by. None reads target labels:
+//! selection with target labels is "oracle" selection and the caller reports it separately.
+enum class validator {
+  source_accuracy,           //!< accuracy on held-out source samples (the caller computes it)
+  entropy,                   //!< mean_entropy of target predictions
+  information_maximization,  //!< information_maximization of target predictions
+  snd,                       //!< soft_neighborhood_density of target predictions
+  dev,                       //!< deep_embedded_validation
+  pad,                       //!< proxy_a_distance of source and target features
+};
+
+//! Every validator, in declaration order.
+inline constexpr std::array<validator, 6> all_validators{validator::source_accuracy,
+                                                         validator::entropy,
+                                                         validator::information_maximization,
+                                                         validator::snd,
+                                                         validator::dev,
+                                                         validator::pad};
+
+//! Short lowercase name: "source_accuracy", "entropy", "im", "snd", "dev", "pad".
+constexpr std::string_view name(validator v) noexcept {
+  switch (v) {
+    case validator::source_accuracy:
+      return "source_accuracy";
+    case validator::entropy:
+      return "entropy";
+    case validator::information_maximization:
+      return "im";
+    case validator::snd:
+      return "snd";
+    case validator::dev:
+      return "dev";
+    case validator::pad:
+      return "pad";
+  }
+  return "unknown";
+}
+
+//! The validator called `text` (one of the names `name` gives, exactly). `field` names the
+//! setting being parsed in the error (a flag or a config key).
+inline validator parse_validator(std::string_view text, std::string_view field = "validator") {
+  std::string valid;
+  for (const validator v : all_validators) {
+    if (name(v) == text) return v;
+    valid.append(valid.empty() ? "one of " : ", ").append(name(v));
+  }
+  fail("select::parse_validator", field, valid, "\"" + std::string(text) + "\"");
+}
+
+//! Whether a larger value means a better model: source_accuracy, im and snd rise with quality;
+//! entropy, dev (a risk) and pad (a distance) fall.
+constexpr bool higher_is_better(validator v) noexcept {
+  return v == validator::source_accuracy || v == validator::information_maximization ||
+         v == validator::snd;
+}
+
+//! Whether the validator reads target labels: false for every one (they are all label-free).
+constexpr bool needs_target_labels(validator) noexcept {
+  return false;
+}
+
+}  // namespace dafuse::select
