@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tests for train/checkpoint.hpp: round trips, bitwise-exact resume for every optimizer state
+// and the loss scaler, and a clear refusal (with the step untouched) for every broken file.
+#include <dafuse/train/checkpoint.hpp>
+#include "../check.hpp"
+
+#include <dafuse/data/batcher.hpp>
+#include <dafuse/step/train_step.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace df = dafuse;
+
+namespace {
+using net = df::nn::dann_net<df::nn::mlp<3, 16, df::nn::tanh>,
+                             df::nn::linear<16, 2>,
+                             df::nn::mlp<16, 8, 1, df::nn::relu>>;
+using wider_net = df::nn::dann_net<df::nn::mlp<3, 17, df::nn::tanh>,
+                                   df::nn::linear<17, 2>,
+                                   df::nn::mlp<17, 8, 1, df::nn::relu>>;
+template <class Optim = df::optim::sgd,
+          class Precision = df::precision::fp32,
+          class Net = net,
+          class Clip = df::clip::global_norm>
+using step_t = df::
+    train_step<Net, df::loader::sync, Precision, Clip, df::head::dann<df::schedule::ganin>, Optim>;
+using sgd_step = step_t<>;
+
+const df::fit_args args{.steps = 40, .batch = 8, .lr = 0.05f, .momentum = 0.9f, .seed = 5};
+
+df::data::dataset blobs(df::data::domain side, df::index_t rows) {
+  df::counter_rng rng(3, df::rng_stream::synthetic_data, std::uint32_t(side));
+  df::data::host_array<float> x{{std::size_t(rows), 3}, std::vector<float>(std::size_t(rows * 3))};
+  std::vector<std::int32_t> y(static_cast<std::size_t>(rows));
+  for (df::index_t i = 0; i < rows; ++i) {
+    y[std::size_t(i)] = std::int32_t(i % 2);
+    for (df::index_t k = 0; k < 3; ++k)
+      x.values[std::size_t(i * 3 + k)] = rng.normal<float>() + (k == 0 ? 2.f * float(i % 2) : 0.f);
+  }
+  return df::data::make_dataset(side == df::data::domain::source ? "source" : "target", side,
+                                std::move(x), std::move(y));
+}
+
+const df::data::dataset source = blobs(df::data::domain::source, 50);
+const df::data::dataset target = blobs(df::data::domain::target, 30);
+
+//! Trains `step` from its current step index up to `until`, drawing batches from that position.
+template <class Step>
+void train_until(Step& step, df::index_t until) {
+  df::data::batcher<df::loader::sync, df::system::omp> batches(
+      source, target, step.args().batch, step.args().seed, true, std::uint64_t(step.step_index()));
+  while (step.step_index() < until) {
+    batches.fill(step.input(), step.source_labels());
+    step.run();
+  }
+}
+
+std::vector<unsigned char> read_bytes(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+void write_bytes(const std::filesystem::path& p, const std::vector<unsigned char>& b) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+}
+
+template <class Step>
+std::vector<float> weights(const Step& s) {
+  return {s.parameters().begin(), s.parameters().end()};
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("resuming from step k gives bitwise the weights of an uninterrupted run",
+                   Step,
+                   step_t<df::optim::sgd>,
+                   step_t<df::optim::adam>,
+                   step_t<df::optim::adamw>,
+                   step_t<df::optim::sgd, df::precision::fp16<df::loss_scale::dynamic>>) {
+  df::test::temp_dir dir("checkpoint_resume");
+  const std::string path = (dir.path() / "run.ckpt").string();
+  df::fit_args a = args;
+  a.loss_scale_init = 1 << 20;  // fp16: overflows and backs off early, so the state matters
+  a.loss_scale_interval = 3;    // and grows between checkpoints
+  Step straight(a);
+  train_until(straight, a.steps);
+
+  Step first(a);
+  train_until(first, 17);
+  df::save_checkpoint(path, first,
+                      {.source_rows = 50,
+                       .target_rows = 30,
+                       .best_score = 0.75,
+                       .best_step = 10,
+                       .evaluations_since_best = 2});
+  Step resumed(a);
+  const df::run_position run = df::load_checkpoint(path, resumed);
+  CHECK(run.source_rows == 50);
+  CHECK(run.target_rows == 30);
+  CHECK(run.best_score == 0.75);
+  CHECK(run.best_step == 10);
+  CHECK(run.evaluations_since_best == 2);
+  CHECK(resumed.step_index() == 17);
+  CHECK(resumed.loss_scale().scale == first.loss_scale().scale);
+  CHECK(resumed.loss_scale().good_steps == first.loss_scale().good_steps);
+  CHECK(weights(resumed) == weights(first));
+  train_until(resumed, a.steps);
+  CHECK(weights(resumed) == weights(straight));
+  CHECK(std::vector<float>(resumed.optimizer_state().begin(), resumed.optimizer_state().end()) ==
+        std::vector<float>(straight.optimizer_state().begin(), straight.optimizer_state().end()));
+}
+
+TEST_CASE("a checkpoint at step 0 and one at the last step round trip") {
+  df::test::temp_dir dir("checkpoint_roundtrip");
+  const std::string path = (dir.path() / "c.ckpt").string();
+  sgd_step a(args), b(df::fit_args{args});
+  b.initialize_parameters(99);  // different weights, so the load must overwrite them
+  df::save_checkpoint(path, a);
+  CHECK(df::load_checkpoint(path, b).best_step == -1);
+  CHECK(weights(a) == weights(b));
+  train_until(a, args.steps);
+  df::save_checkpoint(path, a);  // replaces the first file
+  df::load_checkpoint(path, b);
+  CHECK(weights(a) == weights(b));
+  CHECK(b.step_index() == args.steps);
+  // Only the checkpoint is left: the temporary file was renamed into place.
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()),
+                      std::filesystem::directory_iterator()) == 1);
+}
+
+TEST_CASE("a refused checkpoint names the file and field and leaves the step untouched") {
+  df::test::temp_dir dir("checkpoint_refused");
+  const std::filesystem::path good = dir.path() / "good.ckpt", bad = dir.path() / "bad.ckpt";
+  sgd_step trained(args);
+  train_until(trained, 9);
+  df::save_checkpoint(good.string(), trained);
+  const std::vector<unsigned char> bytes = read_bytes(good);
+  REQUIRE(bytes.size() > 200);
+
+  sgd_step step(args);
+  const std::vector<float> before = weights(step);
+  const auto refused = [&](const std::vector<unsigned char>& file, const std::string& message) {
+    CAPTURE(message);
+    write_bytes(bad, file);
+    CHECK_THROWS_WITH_AS(df::load_checkpoint(bad.string(), step),
+                         doctest::Contains(message.c_str()), df::error);
+    CHECK_THROWS_WITH_AS(df::load_checkpoint(bad.string(), step),
+                         doctest::Contains(bad.string().c_str()), df::error);
+    CHECK(weights(step) == before);
+    CHECK(step.step_index() == 0);
+  };
+
+  SUBCASE("not a checkpoint") {
+    refused({'h', 'e', 'l', 'l', 'o'}, "header: expected a dafuse checkpoint");
+    refused({}, "found 0 bytes");
+    std::vector<unsigned char> text(100, 'x');
+    refused(text, "found another kind of file");
+  }
+  SUBCASE("another version") {
+    std::vector<unsigned char> b = bytes;
+    b[8] = 7;
+    refused(b, "version: expected 1, found 7");
+  }
+  SUBCASE("truncated anywhere") {
+    for (std::size_t keep : {std::size_t(20), std::size_t(24), std::size_t(100), bytes.size() - 1})
+      refused(std::vector<unsigned char>(bytes.begin(), bytes.begin() + std::ptrdiff_t(keep)),
+              keep < 24 ? "header" : "(the file is truncated)");
+  }
+  SUBCASE("trailing bytes") {
+    std::vector<unsigned char> b = bytes;
+    b.push_back(0);
+    refused(b, "(trailing bytes)");
+  }
+  SUBCASE("one flipped bit in the payload") {
+    for (std::size_t at : {std::size_t(30), bytes.size() / 2, bytes.size() - 1}) {
+      std::vector<unsigned char> b = bytes;
+      b[at] ^= 0x10;
+      refused(b, "checksum: expected CRC-32");
+    }
+  }
+  SUBCASE("a missing file") {
+    CHECK_THROWS_WITH_AS(df::load_checkpoint((dir.path() / "none.ckpt").string(), step),
+                         doctest::Contains("cannot open checkpoint"), df::error);
+  }
+  SUBCASE("other widths, policies or arguments") {
+    step_t<df::optim::sgd, df::precision::fp32, wider_net> wider(args);
+    CHECK_THROWS_WITH_AS(df::load_checkpoint(good.string(), wider),
+                         doctest::Contains("step type: expected"), df::error);
+    step_t<df::optim::adam> adam(args);
+    CHECK_THROWS_WITH_AS(df::load_checkpoint(good.string(), adam), doctest::Contains("step type"),
+                         df::error);
+    step_t<df::optim::sgd, df::precision::fp32, net, df::clip::none> unclipped(args);
+    CHECK_THROWS_WITH_AS(df::load_checkpoint(good.string(), unclipped),
+                         doctest::Contains("step type"), df::error);
+    step_t<df::optim::sgd, df::precision::fp64> fp64(args);
+    CHECK_THROWS_WITH_AS(df::load_checkpoint(good.string(), fp64), doctest::Contains("step type"),
+                         df::error);
+    df::fit_args other = args;
+    other.batch = 4;
+    sgd_step smaller(other);
+    CHECK_THROWS_WITH_AS(
+        df::load_checkpoint(good.string(), smaller),
+        doctest::Contains("fit_args.batch: expected 4 (this step's fit_args), found 8"), df::error);
+    other = args;
+    other.seed = 6;
+    sgd_step reseeded(other);
+    CHECK_THROWS_WITH_AS(df::load_checkpoint(good.string(), reseeded),
+                         doctest::Contains("fit_args.seed"), df::error);
+    other = args;
+    other.steps = 80;
+    sgd_step longer(other);
+    CHECK_THROWS_WITH_AS(df::load_checkpoint(good.string(), longer),
+                         doctest::Contains("fit_args.steps"), df::error);
+    CHECK(weights(wider).size() != before.size());  // they were all refused before any write
+    CHECK(longer.step_index() == 0);
+  }
+}
+
+TEST_CASE("saving into a missing directory fails naming the path and leaves nothing behind") {
+  df::test::temp_dir dir("checkpoint_missingdir");
+  const std::string path = (dir.path() / "no" / "such" / "dir.ckpt").string();
+  sgd_step step(args);
+  CHECK_THROWS_WITH_AS(df::save_checkpoint(path, step), doctest::Contains(path.c_str()), df::error);
+  CHECK_THROWS_WITH_AS(df::save_checkpoint(path, step), doctest::Contains("cannot create"),
+                       df::error);
+}
+
+TEST_CASE("crc32 gives the standard check value") {
+  // The CRC-32/ISO-HDLC check value of "123456789" (the catalogue's test vector).
+  const std::string s = "123456789";
+  CHECK(df::detail::crc32(reinterpret_cast<const unsigned char*>(s.data()), s.size()) ==
+        0xCBF43926u);
+}
