@@ -3,6 +3,9 @@
 
 #include "../check.hpp"
 
+#include <dafuse/core/profiler.hpp>
+#include <dafuse/train/checkpoint.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -125,4 +128,226 @@ TEST_CASE_TEMPLATE("fit reports the time spent waiting for data, within the loop
   CHECK(r.data_wait_seconds <= r.seconds);
   // sync and resident wait for the whole of every fill, which always takes some time.
   if (!std::is_same_v<Loader, df::loader::prefetch<>>) CHECK(r.data_wait_seconds > 0);
+}
+
+namespace {
+//! Records what the loop tells it, and stops the run after `stop_at` steps when asked to.
+struct recorder : df::fit_callback {
+  df::index_t stop_at = -1;
+  std::vector<df::index_t> steps;
+  std::vector<df::step_report> reports;
+  std::vector<df::evaluation> evaluations;
+  void on_step(df::index_t step, const df::step_report& r) override {
+    steps.push_back(step);
+    reports.push_back(r);
+  }
+  void on_evaluation(const df::evaluation& e) override { evaluations.push_back(e); }
+  bool should_stop() override { return stop_at > 0 && steps.back() >= stop_at; }
+};
+
+const df::fit_options evaluated{.eval_every = 40, .validation_fraction = 0.2};
+}  // namespace
+
+TEST_CASE("fit evaluates every K steps and after the last, and calls the callbacks") {
+  const auto s = blobs(df::data::domain::source, 0, 120),
+             t = blobs(df::data::domain::target, 0.3f, 90);
+  recorder log;
+  df::fit_options o = evaluated;
+  o.callbacks = {&log};
+  dann_step step(args);
+  const df::fit_result r = df::fit(step, s, t, o);
+  REQUIRE(r.evaluations.size() == 4);  // 40, 80, 120 and the last step, 150
+  CHECK(r.evaluations[0].step == 40);
+  CHECK(r.evaluations[3].step == 150);
+  CHECK(log.steps.size() == 150);
+  CHECK(log.steps.front() == 1);
+  CHECK(log.steps.back() == 150);
+  CHECK(log.evaluations.size() == 4);
+  for (const df::evaluation& e : r.evaluations) {
+    CHECK(e.source_accuracy >= 0);
+    CHECK(e.source_accuracy <= 1);
+    CHECK(e.score(df::select::validator::source_accuracy) == e.source_accuracy);
+    CHECK(e.selection_score == e.source_accuracy);
+    CHECK(std::isfinite(e.target_accuracy));
+    CHECK(std::isfinite(e.score(df::select::validator::entropy)));
+    CHECK(std::isfinite(e.score(df::select::validator::information_maximization)));
+    CHECK(std::isnan(e.score(df::select::validator::snd)));  // not asked for
+  }
+  // Health figures of every step, from the passes the step runs anyway.
+  for (const df::step_report& rep : log.reports) {
+    CHECK(rep.domain_accuracy >= 0);
+    CHECK(rep.domain_accuracy <= 1);
+    CHECK(rep.lr > 0);
+    CHECK(std::isfinite(rep.grad_norm));
+  }
+  CHECK(log.reports.front().lambda < log.reports.back().lambda);  // Ganin's λ rises
+  // The figures a label-free selection reports, and the oracle one kept apart.
+  double oracle = 0;
+  for (const df::evaluation& e : r.evaluations) oracle = std::max(oracle, e.target_accuracy);
+  CHECK(r.oracle_target_accuracy == oracle);
+  const auto best = std::find_if(r.evaluations.rbegin(), r.evaluations.rend(),
+                                 [](const df::evaluation& e) { return e.best; });
+  REQUIRE(best != r.evaluations.rend());
+  CHECK(r.best_step == best->step);
+  CHECK(r.best_score == best->selection_score);
+  CHECK(r.selected_target_accuracy == best->target_accuracy);
+  CHECK(r.selected_by == df::select::validator::source_accuracy);
+}
+
+TEST_CASE("every validator can select, and the ones needing source rows say so without them") {
+  const auto s = blobs(df::data::domain::source, 0, 120),
+             t = blobs(df::data::domain::target, 0.3f, 90);
+  for (const df::select::validator v : df::select::all_validators) {
+    CAPTURE(df::select::name(v));
+    df::fit_options o = evaluated;
+    o.selector = v;
+    dann_step step(args);
+    const df::fit_result r = df::fit(step, s, t, o);
+    REQUIRE(!r.evaluations.empty());
+    CHECK(std::isfinite(r.evaluations.back().score(v)));
+    CHECK(std::isfinite(r.best_score));
+  }
+  df::fit_options o{.eval_every = 50};
+  dann_step step(args);
+  CHECK_THROWS_WITH_AS(df::fit(step, s, t, o),
+                       doctest::Contains("fit_options: selector: expected held-out source rows "
+                                         "for source_accuracy"),
+                       df::error);
+  o.selector = df::select::validator::entropy;  // label-free on the target alone: fine
+  CHECK(df::fit(step, s, t, o).evaluations.size() == 3);
+}
+
+TEST_CASE("a callback or patience stops the run early, after the evaluation that decided it") {
+  const auto s = blobs(df::data::domain::source, 0, 120),
+             t = blobs(df::data::domain::target, 0.3f, 90);
+  recorder log;
+  log.stop_at = 57;
+  df::fit_options o = evaluated;
+  o.callbacks = {&log};
+  dann_step step(args);
+  const df::fit_result r = df::fit(step, s, t, o);
+  CHECK(r.stopped_early);
+  CHECK(r.steps == 57);
+  CHECK(step.step_index() == 57);
+  CHECK(r.evaluations.back().step == 57);  // the run's end is evaluated
+
+  // Patience p: the run ends at the first evaluation that is the p-th without improvement.
+  df::fit_options patient = evaluated;
+  patient.eval_every = 5;
+  patient.patience = 2;
+  patient.selector = df::select::validator::entropy;
+  dann_step other(args);
+  const df::fit_result p = df::fit(other, s, t, patient);
+  int since_best = 0;
+  for (std::size_t i = 0; i < p.evaluations.size(); ++i) {
+    since_best = p.evaluations[i].best ? 0 : since_best + 1;
+    if (i + 1 < p.evaluations.size()) CHECK(since_best < 2);
+  }
+  CHECK(p.stopped_early == (since_best == 2));
+}
+
+TEST_CASE("restore_best leaves the selected model in the step, bitwise") {
+  const auto s = blobs(df::data::domain::source, 0, 120),
+             t = blobs(df::data::domain::target, 0.3f, 90);
+  df::test::temp_dir dir("fit_restore_best");
+  df::fit_options o = evaluated;
+  o.eval_every = 10;
+  o.selector = df::select::validator::entropy;
+  o.restore_best = true;
+  o.best_checkpoint = (dir / "best.ckpt").string();
+  dann_step step(args);
+  const df::fit_result r = df::fit(step, s, t, o);
+  REQUIRE(r.best_step > 0);
+  // The same run stopped at the best step holds the same weights.
+  recorder stopper;
+  stopper.stop_at = r.best_step;
+  // Same training rows: the same validation fraction, but no evaluations.
+  df::fit_options plain{.validation_fraction = 0.2, .callbacks = {&stopper}};
+  dann_step again(args);
+  df::fit(again, s, t, plain);
+  CHECK(r.parameters == std::vector<double>(again.parameters().begin(), again.parameters().end()));
+  CHECK(r.restored_best == (r.best_step != args.steps));
+  // And so does the best checkpoint.
+  dann_step loaded(args);
+  df::load_checkpoint(o.best_checkpoint, loaded);
+  CHECK(loaded.step_index() == r.best_step);
+  CHECK(r.parameters ==
+        std::vector<double>(loaded.parameters().begin(), loaded.parameters().end()));
+}
+
+TEST_CASE_TEMPLATE("a run resumed from its checkpoint ends bitwise where an uninterrupted one does",
+                   Loader,
+                   df::loader::sync,
+                   df::loader::prefetch<2, 3>) {
+  using step_type = step_t<df::head::dann<df::schedule::ganin>, Loader>;
+  const auto s = blobs(df::data::domain::source, 0, 120),
+             t = blobs(df::data::domain::target, 0.3f, 90);
+  df::test::temp_dir dir("fit_resume");
+  df::fit_options o = evaluated;
+  o.checkpoint = (dir / "run.ckpt").string();
+  o.checkpoint_every = 25;
+  step_type straight(args);
+  const df::fit_result whole = df::fit(straight, s, t, o);
+
+  recorder crash;  // the first run "dies" after step 63: its last checkpoint is from step 50
+  crash.stop_at = 63;
+  step_type a(args);
+  {
+    df::fit_options saving = o;
+    saving.callbacks = {&crash};
+    saving.checkpoint = (dir / "crashed.ckpt").string();
+    df::fit(a, s, t, saving);  // saves at 25, 50 and at the stop, 63
+  }
+  df::fit_options resumed = o;
+  resumed.resume = (dir / "crashed.ckpt").string();
+  step_type b(args);
+  const df::fit_result rest = df::fit(b, s, t, resumed);
+  CHECK(rest.steps == args.steps - 63);
+  CHECK(rest.parameters == whole.parameters);
+  CHECK(rest.best_step == whole.best_step);
+  CHECK(rest.best_score == whole.best_score);
+}
+
+TEST_CASE("resuming onto other data or with conflicting options is refused clearly") {
+  const auto s = blobs(df::data::domain::source, 0, 120),
+             t = blobs(df::data::domain::target, 0.3f, 90);
+  df::test::temp_dir dir("fit_resume_errors");
+  df::fit_options o{.checkpoint = (dir / "c.ckpt").string()};
+  dann_step a(args);
+  df::fit(a, s, t, o);
+  const auto fewer = blobs(df::data::domain::source, 0, 100);
+  df::fit_options r{.resume = o.checkpoint};
+  dann_step b(args);
+  CHECK_THROWS_WITH_AS(
+      df::fit(b, fewer, t, r),
+      doctest::Contains("source rows: expected 100 (this run's source), found 120"), df::error);
+  CHECK_THROWS_WITH_AS(df::fit(b, s, t, df::fit_options{.patience = 3}),
+                       doctest::Contains("fit_options: eval_every: expected a step count > 0"),
+                       df::error);
+  CHECK_THROWS_WITH_AS(df::fit(b, s, t, df::fit_options{.validation_fraction = 1.5}),
+                       doctest::Contains("validation fraction: expected a fraction in (0, 1)"),
+                       df::error);
+  CHECK_THROWS_WITH_AS(df::fit(b, s, t, fewer, df::fit_options{.validation_fraction = 0.1}),
+                       doctest::Contains("validation_fraction: expected 0 when a validation set"),
+                       df::error);
+}
+
+TEST_CASE("the profiler sees every phase of every step once") {
+  const auto s = blobs(df::data::domain::source, 0, 120),
+             t = blobs(df::data::domain::target, 0.3f, 90);
+  df::profiler prof;
+  df::fit_options o = evaluated;
+  o.profile = &prof;
+  dann_step step(args);
+  const df::fit_result r = df::fit(step, s, t, o);
+  for (const df::phase p :
+       {df::phase::data_wait, df::phase::forward, df::phase::backward, df::phase::update})
+    CHECK(prof.calls(p) == std::size_t(args.steps));
+  CHECK(prof.calls(df::phase::evaluation) == r.evaluations.size());
+  CHECK(prof.calls(df::phase::checkpoint) == 0);
+  CHECK(prof.total_seconds(df::phase::forward) > 0);
+  CHECK(prof.total_seconds(df::phase::data_wait) <= r.seconds);
+  // fit leaves the step without a profiler: later runs are not recorded.
+  df::fit(step, s, t, evaluated);
+  CHECK(prof.calls(df::phase::forward) == std::size_t(args.steps));
 }

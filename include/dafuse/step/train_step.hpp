@@ -25,6 +25,7 @@
 #include <dafuse/backend/select.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
+#include <dafuse/core/profiler.hpp>
 #include <dafuse/core/rng.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/nn/grad_reversal.hpp>
@@ -251,6 +252,7 @@ class train_step {
     const double lr = double(args_.lr) * schedule_type::lr_factor(now);
     step_report report = compute_gradients(lambda);
     report.lr = lr;
+    profile_scope timing(profiler_, phase::update);
     // A non-finite gradient (an fp16 overflow, a NaN that reached the batch) would corrupt every
     // parameter it touches: skip the update instead and say so; the schedule still advances and
     // a dynamic loss scaler backs off.
@@ -377,6 +379,9 @@ class train_step {
   }
   //! Steps taken since initialisation.
   index_t step_index() const { return step_index_; }
+  //! Times every later run() into `p` (phases forward, backward, update); nullptr stops it. The
+  //! step does not own `p`. Without a profiler each phase costs one pointer test.
+  void set_profiler(profiler* p) { profiler_ = p; }
   const fit_args& args() const { return args_; }
 
  private:
@@ -471,6 +476,7 @@ class train_step {
   step_report compute_gradients_on(const Input& x, double lambda) {
     namespace gen = backend::generic;
     const index_t b = args_.batch;
+    profile_scope forward_timing(profiler_, phase::forward);
     const value_type* p = working_parameters();
     value_type* g = grads_.data();
 
@@ -490,6 +496,11 @@ class train_step {
       gen::forward<discriminator_stack>(p + Net::discriminator_offset,
                                         matrix_view<const value_type>(h), discriminator_, gemm_);
       domain_loss_and_gradient(report);
+    }
+    // Everything from here is backward: the forward pass ends with the last loss.
+    forward_timing.stop();
+    profile_scope backward_timing(profiler_, phase::backward);
+    if constexpr (adversarial) {
       // G_d's input gradient is written straight into δh, scaled by the reversal's −λ.
       const nn::grad_reversal<value_type> reversal{value_type(lambda)};
       norms_.discriminator_sq = gen::backward<discriminator_stack>(
@@ -586,6 +597,7 @@ class train_step {
   grad_norms norms_;
   loss_scale_state loss_scale_;
   index_t step_index_ = 0;
+  profiler* profiler_ = nullptr;  // set_profiler(): times the phases of run(), not owned
 };
 
 }  // namespace dafuse

@@ -1,22 +1,48 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file train/fit.hpp
-//! @brief `fit`: train a step type for fit_args::steps steps and report target accuracy and time.
+//! @brief `fit`: the training loop around a step: evaluation, label-free model selection, early
+//! stopping, checkpoints, callbacks and profiling.
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/error.hpp>
+#include <dafuse/core/profiler.hpp>
 #include <dafuse/data/batcher.hpp>
 #include <dafuse/data/csr.hpp>
 #include <dafuse/data/dataset.hpp>
 #include <dafuse/data/sparse_batcher.hpp>
+#include <dafuse/data/split.hpp>
+#include <dafuse/select/validators.hpp>
 #include <dafuse/step/arguments.hpp>
 #include <dafuse/step/train_step.hpp>
+#include <dafuse/train/checkpoint.hpp>
 
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace dafuse {
+
+//! One evaluation of the model during fit (every fit_options::eval_every steps).
+struct evaluation {
+  index_t step = 0;  //!< steps taken when it was measured
+  //! Accuracy on the held-out source rows (NaN without them): label-free w.r.t. the target.
+  double source_accuracy = std::numeric_limits<double>::quiet_NaN();
+  //! Accuracy on the target rows, only when the target has labels: an oracle figure, reported
+  //! and never used for selection.
+  double target_accuracy = std::numeric_limits<double>::quiet_NaN();
+  //! Each validator's score (indexed by select::validator), NaN for those not computed.
+  std::array<double, select::all_validators.size()> scores;
+  double selection_score = std::numeric_limits<double>::quiet_NaN();  //!< the selector's score
+  bool best = false;  //!< the best selection score so far (at this evaluation)
+
+  evaluation() { scores.fill(std::numeric_limits<double>::quiet_NaN()); }
+  double score(select::validator v) const { return scores[std::size_t(v)]; }
+};
 
 //! What `fit` returns.
 struct fit_result {
@@ -24,10 +50,70 @@ struct fit_result {
   double source_accuracy = 0;      //!< on the source training rows
   double seconds = 0;              //!< wall time of the training loop (not of the evaluation)
   double data_wait_seconds = 0;    //!< of `seconds`, waiting for data (see fit())
-  index_t steps = 0;               //!< steps taken
+  index_t steps = 0;               //!< steps taken (this call; a resumed run counts from there)
   index_t skipped_steps = 0;       //!< steps whose update was skipped for non-finite gradients
   step_report last;                //!< the last step's report
   std::vector<double> parameters;  //!< trained parameters (the step's flat layout)
+
+  // Evaluation and selection (fit_options::eval_every > 0).
+  std::vector<evaluation> evaluations;                                 //!< in step order
+  select::validator selected_by = select::validator::source_accuracy;  //!< the selector
+  index_t best_step = -1;  //!< step of the best selection score (-1: no evaluation)
+  double best_score = std::numeric_limits<double>::quiet_NaN();  //!< that score
+  //! Target accuracy of the model the label-free selector picked (target labels only read for
+  //! this report; NaN without them).
+  double selected_target_accuracy = std::numeric_limits<double>::quiet_NaN();
+  //! The best target accuracy over all evaluations: the *oracle* choice, which needs target
+  //! labels and is an upper bound on any selector, not a result a user could have obtained.
+  double oracle_target_accuracy = std::numeric_limits<double>::quiet_NaN();
+  bool stopped_early = false;  //!< early stopping (patience) or a callback ended the run
+  bool restored_best = false;  //!< the step holds the best model's weights, not the last ones
+};
+
+//! Hooks into the loop for users' own logging and control; every member has a no-op default.
+//! Called on the loop's thread.
+class fit_callback {
+ public:
+  virtual ~fit_callback() = default;
+  //! After each step; `step` counts the steps taken so far (1 after the first).
+  virtual void on_step(index_t step, const step_report& report) {
+    (void)step;
+    (void)report;
+  }
+  //! After each evaluation.
+  virtual void on_evaluation(const evaluation& e) { (void)e; }
+  //! Asked after each step: true ends the run there (fit_result::stopped_early).
+  virtual bool should_stop() { return false; }
+};
+
+//! How `fit` evaluates, selects, stops, saves and measures. The defaults train for
+//! fit_args::steps steps with no evaluation, as the three-argument fit does.
+struct fit_options {
+  //! Evaluate every K steps and after the last one (0: no evaluations).
+  index_t eval_every = 0;
+  //! Fraction of the source rows held out for validation (0: none, or pass a validation set).
+  //! The rows are chosen by a permutation of fit_args::seed (data::split_validation).
+  double validation_fraction = 0;
+  //! What picks the best model and drives early stopping. It never reads target labels.
+  select::validator selector = select::validator::source_accuracy;
+  //! Validators computed at each evaluation besides the selector (source_accuracy needs held-out
+  //! rows and is skipped without them).
+  std::vector<select::validator> validators{select::validator::source_accuracy,
+                                            select::validator::entropy,
+                                            select::validator::information_maximization};
+  //! Target rows the validators read at most, evenly spaced (SND is quadratic in them; the
+  //! target accuracy always uses every row).
+  index_t validator_rows = 2000;
+  //! Stop after this many evaluations without a better selection score (0: never).
+  index_t patience = 0;
+  //! When the run ends, put the best evaluated model's weights into the step.
+  bool restore_best = false;
+  std::string checkpoint;                //!< save here every checkpoint_every steps and at the end
+  index_t checkpoint_every = 0;          //!< 0: only at the end (when `checkpoint` is set)
+  std::string best_checkpoint;           //!< save the best model here whenever it improves
+  std::string resume;                    //!< continue from this checkpoint (train/checkpoint.hpp)
+  profiler* profile = nullptr;           //!< time the phases into this profiler (not owned)
+  std::vector<fit_callback*> callbacks;  //!< not owned
 };
 
 namespace detail {
@@ -42,6 +128,24 @@ double fraction_correct(const Data& d, Predict predict) {
   std::size_t correct = 0;
   for (std::size_t i = 0; i < predicted.size(); ++i) correct += predicted[i] == d.labels[i];
   return double(correct) / double(predicted.size());
+}
+
+//! Rows of a dense or sparse data set.
+inline index_t row_count(const data::dataset& d) {
+  return d.rows;
+}
+inline index_t row_count(const data::sparse_dataset& d) {
+  return d.rows();
+}
+
+//! Runs the step's inference on every row of `d`, writing what `out` asks for.
+template <class Step>
+void infer_rows(Step& step, const data::dataset& d, typename Step::inference out) {
+  step.infer(d.features.data(), d.rows, out);
+}
+template <class Step>
+void infer_rows(Step& step, const data::sparse_dataset& d, typename Step::inference out) {
+  step.infer(data::sparse_columns(d.features), out);
 }
 }  // namespace detail
 
@@ -60,71 +164,339 @@ double accuracy(Step& step, const data::sparse_dataset& d) {
 }
 
 namespace detail {
-//! The loop `fit` runs for any data set kind and its batcher: steps, timing, accuracies.
-template <class Step, class Data, class Batcher, class Fill>
-fit_result train_loop(
-    Step& step, const Data& source, const Data& target, Batcher& batches, Fill fill) {
+
+//! Scores a model at one evaluation: source accuracy and per-sample losses on the held-out
+//! rows, target predictions and features for the validators, target accuracy when labelled.
+//! Sized once per fit; each evaluate() reuses the arrays.
+template <class Step, class Data>
+class evaluator {
+ public:
+  evaluator(const Data* validation, const Data& target, const fit_options& o)
+      : validation_(validation), target_(target), options_(o) {
+    if (o.validator_rows < 2)
+      fail("fit_options", "validator_rows", "at least 2", std::to_string(o.validator_rows));
+    target_sample_ = data::sample_rows(target, o.validator_rows);
+    for (const select::validator v : o.validators) wanted_[std::size_t(v)] = true;
+    wanted_[std::size_t(o.selector)] = true;
+    const bool needs_validation =
+        o.selector == select::validator::source_accuracy || o.selector == select::validator::dev;
+    if (needs_validation && !validation)
+      fail("fit_options", "selector",
+           "held-out source rows for " + std::string(select::name(o.selector)) +
+               " (set validation_fraction or pass a validation set)",
+           "no validation rows");
+    if (!validation) {
+      wanted_[std::size_t(select::validator::source_accuracy)] = false;
+      wanted_[std::size_t(select::validator::dev)] = false;
+      wanted_[std::size_t(select::validator::pad)] = false;
+    }
+    const index_t n_sample = row_count(target_sample_);
+    target_probabilities_.resize(std::size_t(n_sample * Step::class_count));
+    target_features_.resize(std::size_t(n_sample * Step::feature_width));
+    target_classes_.resize(std::size_t(row_count(target)));
+    if (validation) {
+      const index_t n = row_count(*validation);
+      validation_probabilities_.resize(std::size_t(n * Step::class_count));
+      validation_features_.resize(std::size_t(n * Step::feature_width));
+      validation_losses_.resize(std::size_t(n));
+    }
+  }
+
+  evaluation evaluate(Step& step, index_t at) {
+    using select::validator;
+    evaluation e;
+    e.step = at;
+    const auto want = [&](validator v) { return wanted_[std::size_t(v)]; };
+    const matrix_view<const float> target_p{target_probabilities_.data(), Step::class_count,
+                                            row_count(target_sample_)};
+    const matrix_view<const float> target_h{target_features_.data(), Step::feature_width,
+                                            row_count(target_sample_)};
+    infer_rows(
+        step, target_sample_,
+        {.probabilities = target_probabilities_.data(), .features = target_features_.data()});
+    if (target_.has_labels()) {
+      infer_rows(step, target_, {.classes = target_classes_.data()});
+      e.target_accuracy = matching_fraction(target_classes_, target_.labels);
+    }
+    if (validation_) {
+      const index_t n = row_count(*validation_);
+      infer_rows(step, *validation_,
+                 {.probabilities = validation_probabilities_.data(),
+                  .features = validation_features_.data()});
+      // Per-sample cross-entropy −log p_y (DEV's losses) and accuracy, from the probabilities.
+      std::size_t correct = 0;
+      for (index_t i = 0; i < n; ++i) {
+        const float* p = validation_probabilities_.data() + i * Step::class_count;
+        const std::int32_t y = validation_->labels[std::size_t(i)];
+        validation_losses_[std::size_t(i)] = -std::log(std::max(double(p[y]), 1e-30));
+        correct += nn::argmax(p, Step::class_count) == y;
+      }
+      e.source_accuracy = double(correct) / double(n);
+      if (want(validator::source_accuracy)) e.scores[0] = e.source_accuracy;
+      const matrix_view<const float> validation_h{validation_features_.data(), Step::feature_width,
+                                                  n};
+      if (want(validator::dev))
+        e.scores[std::size_t(validator::dev)] =
+            select::deep_embedded_validation(validation_h, validation_losses_, target_h);
+      if (want(validator::pad))
+        e.scores[std::size_t(validator::pad)] = select::proxy_a_distance(validation_h, target_h);
+    }
+    if (want(validator::entropy))
+      e.scores[std::size_t(validator::entropy)] = select::mean_entropy(target_p);
+    if (want(validator::information_maximization))
+      e.scores[std::size_t(validator::information_maximization)] =
+          select::information_maximization(target_p);
+    if (want(validator::snd))
+      e.scores[std::size_t(validator::snd)] = select::soft_neighborhood_density(target_p);
+    e.selection_score = e.score(options_.selector);
+    return e;
+  }
+
+ private:
+  static double matching_fraction(const std::vector<std::int32_t>& a,
+                                  const std::vector<std::int32_t>& b) {
+    std::size_t same = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) same += a[i] == b[i];
+    return double(same) / double(a.size());
+  }
+
+  const Data* validation_;
+  const Data& target_;
+  const fit_options& options_;
+  Data target_sample_;
+  std::array<bool, select::all_validators.size()> wanted_{};
+  std::vector<float> target_probabilities_, target_features_;
+  std::vector<std::int32_t> target_classes_;
+  std::vector<float> validation_probabilities_, validation_features_;
+  std::vector<double> validation_losses_;
+};
+
+//! Whether `score` beats `best` for the selector's direction (any finite score beats NaN).
+inline bool improves(select::validator v, double score, double best) {
+  if (!std::isfinite(score)) return false;
+  if (std::isnan(best)) return true;
+  return select::higher_is_better(v) ? score > best : score < best;
+}
+
+//! The loop `fit` runs for any data set kind: `make_batcher(first_batch)` builds the loader at
+//! the run's position, `fill(batcher)` fills the step's batch.
+template <class Step, class Data, class MakeBatcher, class Fill>
+fit_result train_loop(Step& step,
+                      const Data& source,
+                      const Data& target,
+                      const Data* validation,
+                      const fit_options& o,
+                      MakeBatcher make_batcher,
+                      Fill fill) {
   const fit_args& args = step.args();
+  if (o.eval_every < 0)
+    fail("fit_options", "eval_every", "a step count >= 0", std::to_string(o.eval_every));
+  if (o.checkpoint_every < 0)
+    fail("fit_options", "checkpoint_every", "a step count >= 0",
+         std::to_string(o.checkpoint_every));
+  if (o.patience < 0) fail("fit_options", "patience", "a count >= 0", std::to_string(o.patience));
+  if ((o.patience > 0 || o.restore_best || !o.best_checkpoint.empty()) && o.eval_every == 0)
+    fail("fit_options", "eval_every",
+         "a step count > 0 (patience, restore_best and best_checkpoint need evaluations)", "0");
+
+  run_position position{std::uint64_t(row_count(source)), std::uint64_t(row_count(target))};
+  if (!o.resume.empty()) {
+    const run_position stored = load_checkpoint(o.resume, step);
+    if (stored.source_rows != position.source_rows)
+      fail(o.resume, "source rows", std::to_string(position.source_rows) + " (this run's source)",
+           std::to_string(stored.source_rows));
+    if (stored.target_rows != position.target_rows)
+      fail(o.resume, "target rows", std::to_string(position.target_rows) + " (this run's target)",
+           std::to_string(stored.target_rows));
+    position = stored;
+  }
+  const index_t first = step.step_index();
+
   fit_result r;
+  r.selected_by = o.selector;
+  r.best_step = index_t(position.best_step);
+  r.best_score = position.best_score;
+  std::optional<evaluator<Step, Data>> scorer;
+  if (o.eval_every > 0) scorer.emplace(validation, target, o);
+  std::vector<typename Step::value_type> best_parameters;
+  if (o.restore_best) best_parameters.reserve(step.parameters().size());
+
+  auto batches = make_batcher(std::uint64_t(first));
+  step.set_profiler(o.profile);
   const auto start = std::chrono::steady_clock::now();
-  for (index_t t = 0; t < args.steps; ++t) {
-    fill();
+  for (index_t t = first; t < args.steps;) {
+    {
+      profile_scope waiting(o.profile, phase::data_wait);
+      fill(batches);
+    }
     r.last = step.run();
     r.skipped_steps += r.last.skipped;
+    ++r.steps;
+    ++t;
+    bool stop = false;
+    for (fit_callback* c : o.callbacks) {
+      c->on_step(t, r.last);
+      stop = c->should_stop() || stop;
+    }
+    const bool last = t == args.steps;
+    if (o.eval_every > 0 && (t % o.eval_every == 0 || last || stop)) {
+      profile_scope timing(o.profile, phase::evaluation);
+      evaluation e = scorer->evaluate(step, t);
+      if (improves(o.selector, e.selection_score, position.best_score)) {
+        e.best = true;
+        position.best_score = e.selection_score;
+        position.best_step = t;
+        position.evaluations_since_best = 0;
+        r.selected_target_accuracy = e.target_accuracy;
+        if (o.restore_best)
+          best_parameters.assign(step.parameters().begin(), step.parameters().end());
+        if (!o.best_checkpoint.empty()) {
+          timing.stop();
+          profile_scope saving(o.profile, phase::checkpoint);
+          save_checkpoint(o.best_checkpoint, step, position);
+        }
+      } else {
+        ++position.evaluations_since_best;
+      }
+      if (std::isfinite(e.target_accuracy) && !(e.target_accuracy <= r.oracle_target_accuracy))
+        r.oracle_target_accuracy = e.target_accuracy;
+      r.evaluations.push_back(e);
+      for (fit_callback* c : o.callbacks) c->on_evaluation(r.evaluations.back());
+      if (o.patience > 0 && position.evaluations_since_best >= o.patience) stop = true;
+    }
+    if (!o.checkpoint.empty() &&
+        ((o.checkpoint_every > 0 && t % o.checkpoint_every == 0) || last || stop)) {
+      profile_scope saving(o.profile, phase::checkpoint);
+      save_checkpoint(o.checkpoint, step, position);
+    }
+    if (stop) {
+      r.stopped_early = !last;
+      break;
+    }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  step.set_profiler(nullptr);
   r.data_wait_seconds = batches.wait_seconds();
-  r.steps = args.steps;
+  r.best_step = index_t(position.best_step);
+  r.best_score = position.best_score;
+  if (o.restore_best && r.best_step >= 0 && r.best_step != step.step_index()) {
+    if (!best_parameters.empty()) {
+      std::copy(best_parameters.begin(), best_parameters.end(), step.parameters().begin());
+      r.restored_best = true;
+    } else if (!o.best_checkpoint.empty()) {
+      // The best model predates this call (a resumed run): it is in the best checkpoint.
+      load_checkpoint(o.best_checkpoint, step);
+      r.restored_best = true;
+    }
+  }
   r.source_accuracy = accuracy(step, source);
   if (target.has_labels()) r.target_accuracy = accuracy(step, target);
   r.parameters.assign(step.parameters().begin(), step.parameters().end());
   return r;
 }
+
+//! What every fit checks of its data before training: widths and label ranges.
+template <class Step, class Data>
+void check_fit_data(const Data& source, const Data& target, const Data* validation) {
+  data::check_width(source, Step::input_width);
+  data::check_labels(source, Step::class_count);
+  if (Step::adversarial) data::check_width(target, Step::input_width);
+  if (target.has_labels()) data::check_labels(target, Step::class_count);
+  if (validation) {
+    data::check_width(*validation, Step::input_width);
+    data::check_labels(*validation, Step::class_count);
+  }
+}
+
+//! fit on dense or sparse data, with the validation rows given or split off by the options.
+template <class Step, class Data>
+fit_result fit_on(Step& step,
+                  const Data& source,
+                  const Data& target,
+                  const Data* validation,
+                  const fit_options& o) {
+  const fit_args& args = step.args();
+  std::optional<data::split_sets<Data>> split;
+  const Data* train = &source;
+  if (o.validation_fraction != 0) {
+    if (validation)
+      fail("fit_options", "validation_fraction", "0 when a validation set is passed",
+           std::to_string(o.validation_fraction));
+    split.emplace(data::split_validation(source, o.validation_fraction, args.seed));
+    train = &split->train;
+    validation = &split->validation;
+  }
+  check_fit_data<Step>(*train, target, validation);
+  if constexpr (std::is_same_v<Data, data::sparse_dataset>) {
+    return train_loop(
+        step, *train, target, validation, o,
+        [&](std::uint64_t first) {
+          return data::sparse_batcher(*train, target, args.batch, args.seed, Step::adversarial,
+                                      first);
+        },
+        [&](data::sparse_batcher& b) { b.fill(step.sparse_batch(), step.source_labels()); });
+  } else {
+    using batcher_type = data::batcher<typename Step::loader_type, typename Step::system_type>;
+    return train_loop(
+        step, *train, target, validation, o,
+        [&](std::uint64_t first) -> batcher_type {
+          return batcher_type(*train, target, args.batch, args.seed, Step::adversarial, first);
+        },
+        [&](batcher_type& b) { b.fill(step.input(), step.source_labels()); });
+  }
+}
 }  // namespace detail
 
-//! Trains `step` in place for args.steps steps on batches its loader draws from `source`
-//! (labelled) and `target` (labels, if any, are never used for training). Returns the timings
-//! and accuracies; the step keeps the trained parameters.
+//! Trains `step` in place on batches its loader draws from `source` (labelled) and `target`
+//! (labels, if any, are never used for training: only reported), as `options` says: evaluation
+//! every K steps with label-free validators, selection, early stopping, checkpoints, resume,
+//! callbacks and profiling (see fit_options). Returns timings, accuracies and the evaluations;
+//! the step keeps the trained (or, with restore_best, the selected) parameters.
 //!
 //! fit_result::data_wait_seconds sums the loader's waits over the fills (its wait_seconds()): the
 //! whole fill for loader::sync and loader::resident, only the time blocked on a batch the workers
 //! have not finished for loader::prefetch (its copy into the step's input is not counted).
-template <class Step>
-fit_result fit(Step& step, const data::dataset& source, const data::dataset& target) {
-  const fit_args& args = step.args();
-  data::check_width(source, Step::input_width);
-  data::check_labels(source, Step::class_count);
-  if (Step::adversarial) data::check_width(target, Step::input_width);
-  if (target.has_labels()) data::check_labels(target, Step::class_count);
-
-  data::batcher<typename Step::loader_type, typename Step::system_type> batches(
-      source, target, args.batch, args.seed, Step::adversarial);
-  return detail::train_loop(step, source, target, batches,
-                            [&] { batches.fill(step.input(), step.source_labels()); });
-}
-
-//! Trains a step with a sparse first layer on CSR data sets (the loader slot does not apply:
-//! batches are always gathered on the host by data::sparse_batcher). Same result fields.
-template <class Step>
-fit_result fit(Step& step, const data::sparse_dataset& source, const data::sparse_dataset& target) {
-  static_assert(Step::sparse_input,
+//!
+//! Sparse data sets (data::sparse_dataset) need a step whose G_f reads sparse input; their
+//! batches are gathered on the host by data::sparse_batcher whatever the loader slot says.
+template <class Step, class Data>
+fit_result fit(Step& step, const Data& source, const Data& target, const fit_options& options) {
+  static_assert(std::is_same_v<Data, data::dataset> || std::is_same_v<Data, data::sparse_dataset>,
+                "dafuse: fit takes data::dataset or data::sparse_dataset");
+  static_assert(!std::is_same_v<Data, data::sparse_dataset> || Step::sparse_input,
                 "dafuse: sparse data sets need a network whose feature extractor reads sparse "
                 "input: nn::sparse_input<nn::mlp<...>>");
-  const fit_args& args = step.args();
-  data::check_width(source, Step::input_width);
-  data::check_labels(source, Step::class_count);
-  if (Step::adversarial) data::check_width(target, Step::input_width);
-  if (target.has_labels()) data::check_labels(target, Step::class_count);
-  data::sparse_batcher batches(source, target, args.batch, args.seed, Step::adversarial);
-  return detail::train_loop(step, source, target, batches,
-                            [&] { batches.fill(step.sparse_batch(), step.source_labels()); });
+  return detail::fit_on(step, source, target, static_cast<const Data*>(nullptr), options);
 }
 
-//! Builds a `Step` from `args` (initialised from args.seed) and trains it: see the overload above.
+//! The same with held-out labelled source rows `validation` (fit_options::validation_fraction
+//! must then be 0).
 template <class Step, class Data>
-fit_result fit(const Data& source, const Data& target, const fit_args& args) {
+fit_result fit(Step& step,
+               const Data& source,
+               const Data& target,
+               const Data& validation,
+               const fit_options& options) {
+  static_assert(!std::is_same_v<Data, data::sparse_dataset> || Step::sparse_input,
+                "dafuse: sparse data sets need a network whose feature extractor reads sparse "
+                "input: nn::sparse_input<nn::mlp<...>>");
+  return detail::fit_on(step, source, target, &validation, options);
+}
+
+//! Trains for fit_args::steps steps with no evaluation: fit(step, source, target, {}).
+template <class Step, class Data>
+fit_result fit(Step& step, const Data& source, const Data& target) {
+  return fit(step, source, target, fit_options{});
+}
+
+//! Builds a `Step` from `args` (initialised from args.seed) and trains it: see the overloads above.
+template <class Step, class Data>
+fit_result fit(const Data& source,
+               const Data& target,
+               const fit_args& args,
+               const fit_options& options = {}) {
   Step step(args);
-  return fit(step, source, target);
+  return fit(step, source, target, options);
 }
 
 }  // namespace dafuse
