@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "config.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <string_view>
+
+namespace dafuse_train {
+namespace {
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> parts;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', at);
+    parts.push_back(text.substr(at, comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return parts;
+}
+
+long to_long(std::string_view option, const std::string& text, long least) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < least)
+    throw usage_error(std::string(option) + ": expected an integer >= " + std::to_string(least) +
+                      ", found '" + text + "'");
+  return v;
+}
+
+double to_double(std::string_view option, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(v))
+    throw usage_error(std::string(option) + ": expected a finite number, found '" + text + "'");
+  return v;
+}
+
+dafuse::select::validator to_validator(std::string_view option, const std::string& text) {
+  try {
+    return dafuse::select::parse_validator(text, option);
+  } catch (const dafuse::error& e) {
+    throw usage_error(e.what());
+  }
+}
+
+}  // namespace
+
+config parse(int argc, char** argv) {
+  config c;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    // Flags without a value.
+    if (arg == "--help" || arg == "-h") {
+      c.help = true;
+      continue;
+    }
+    if (arg == "--list") {
+      c.list = true;
+      continue;
+    }
+    if (arg == "--profile") {
+      c.profile = true;
+      continue;
+    }
+    if (arg == "--restore-best") {
+      c.restore_best = true;
+      continue;
+    }
+    if (arg == "--quiet") {
+      c.quiet = true;
+      continue;
+    }
+    if (arg.substr(0, 2) != "--")
+      throw usage_error("unexpected argument '" + std::string(arg) +
+                        "' (options start with --; see --help)");
+    if (i + 1 >= argc) throw usage_error(std::string(arg) + ": expected a value after it");
+    const std::string value = argv[++i];
+    if (arg == "--model")
+      c.model = value;
+    else if (arg == "--source")
+      c.source = value;
+    else if (arg == "--source-labels")
+      c.source_labels = value;
+    else if (arg == "--target")
+      c.target = value;
+    else if (arg == "--target-labels")
+      c.target_labels = value;
+    else if (arg == "--preprocess")
+      c.preprocess = split_commas(value);
+    else if (arg == "--steps")
+      c.steps = to_long(arg, value, 1);
+    else if (arg == "--batch")
+      c.batch = to_long(arg, value, 1);
+    else if (arg == "--lr")
+      c.lr = to_double(arg, value);
+    else if (arg == "--momentum")
+      c.momentum = to_double(arg, value);
+    else if (arg == "--lambda-max")
+      c.lambda_max = to_double(arg, value);
+    else if (arg == "--max-grad-norm")
+      c.max_grad_norm = to_double(arg, value);
+    else if (arg == "--seed")
+      c.seed = std::uint64_t(to_long(arg, value, 0));
+    else if (arg == "--eval-every")
+      c.eval_every = to_long(arg, value, 0);
+    else if (arg == "--validation-fraction")
+      c.validation_fraction = to_double(arg, value);
+    else if (arg == "--validator")
+      c.selector = to_validator(arg, value);
+    else if (arg == "--validators") {
+      c.validators.clear();
+      for (const std::string& v : split_commas(value)) c.validators.push_back(to_validator(arg, v));
+    } else if (arg == "--validator-rows")
+      c.validator_rows = to_long(arg, value, 2);
+    else if (arg == "--patience")
+      c.patience = to_long(arg, value, 0);
+    else if (arg == "--checkpoint")
+      c.checkpoint = value;
+    else if (arg == "--checkpoint-every")
+      c.checkpoint_every = to_long(arg, value, 0);
+    else if (arg == "--best")
+      c.best_checkpoint = value;
+    else if (arg == "--resume")
+      c.resume = value;
+    else if (arg == "--trace")
+      c.trace = value;
+    else if (arg == "--json")
+      c.json = value;
+    else if (arg == "--curves")
+      c.curves = value;
+    else if (arg == "--curve-every")
+      c.curve_every = to_long(arg, value, 1);
+    else if (arg == "--threads")
+      c.threads = to_long(arg, value, 1);
+    else if (arg == "--stop-after")
+      c.stop_after = to_long(arg, value, 1);
+    else
+      throw usage_error("unknown option '" + std::string(arg) + "' (see --help)");
+  }
+  if (c.help || c.list) return c;
+  if (c.model.empty()) throw usage_error("--model: expected a model name (see --list)");
+  if (c.source.empty()) throw usage_error("--source: expected the source features");
+  if (c.target.empty()) throw usage_error("--target: expected the target features");
+  if (!(c.validation_fraction >= 0 && c.validation_fraction < 1))
+    throw usage_error("--validation-fraction: expected a fraction in [0, 1), found " +
+                      std::to_string(c.validation_fraction));
+  return c;
+}
+
+std::string usage() {
+  return R"(usage: dafuse-train --model NAME --source X --source-labels Y --target X [options]
+
+Trains one DANN-style set-up from the registry (--list) on NPY data, with evaluation,
+label-free model selection, checkpoints and profiling, and reports what happened.
+
+Data
+  --source X            source features: an NPY file [N, ...] (float32 or uint8 images),
+                        or a CSR prefix P with P_indptr.npy, P_indices.npy, P_data.npy
+  --source-labels Y     int32 NPY [N] (default for a CSR prefix: P_labels.npy)
+  --target X            target features, as --source
+  --target-labels Y     optional; only reported (oracle accuracy), never used to train or select
+  --preprocess A[,B]    transforms in order: none, standardize, l2, log1p, binarize
+                        (dense: standardize is fitted on the source; CSR: l2, log1p, binarize)
+
+Training (0 or absent: the model's defaults, shown by --list)
+  --steps N  --batch B  --lr X  --momentum X  --lambda-max X  --max-grad-norm X  --seed S
+  --threads N           OpenMP threads
+
+Evaluation and selection
+  --eval-every K        evaluate every K steps and after the last (0: only at the end)
+  --validation-fraction F  source rows held out for validation (default 0.1; 0: none)
+  --validator V         selects the best model: source_accuracy (default), entropy, im, snd,
+                        dev, pad (none reads target labels)
+  --validators A,B      also compute these at each evaluation
+  --validator-rows N    target rows the validators read at most (default 2000)
+  --patience P          stop after P evaluations without improvement
+  --restore-best        end with the selected model's weights
+
+Checkpoints
+  --checkpoint FILE     save here every --checkpoint-every steps and at the end
+  --checkpoint-every K
+  --best FILE           save the best model here whenever it improves
+  --resume FILE         continue a run from its checkpoint (same model, data and options)
+  --stop-after N        end after step N as if interrupted (the checkpoint is saved there):
+                        train in chunks, e.g. under a time limit, and --resume later
+
+Output
+  --profile             print the per-phase time table
+  --trace FILE          write a Chrome trace (open in ui.perfetto.dev or chrome://tracing)
+  --json FILE           write the configuration and every result as JSON
+  --curves PREFIX       write PREFIX.csv and PREFIX.svg (losses, accuracies, lambda, validators)
+  --curve-every N       steps per curve point (default: about 500 points)
+  --quiet               no progress bar or lines
+  --list                list the models
+  --help                this text
+)";
+}
+
+}  // namespace dafuse_train

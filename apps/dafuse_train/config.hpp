@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+// dafuse-train's command line: every option, its default, and the parser that checks them.
+#pragma once
+#include <dafuse/select/validators.hpp>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dafuse_train {
+
+//! A command line dafuse-train refuses: the message says which option and what was expected.
+struct usage_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+//! Everything one run reads from the command line.
+struct config {
+  std::string model;                    //!< registry name (--model)
+  std::string source, source_labels;    //!< features (NPY, or a CSR prefix) and labels
+  std::string target, target_labels;    //!< target labels are optional and only reported
+  std::vector<std::string> preprocess;  //!< transforms in order (--preprocess a,b)
+  long steps = 0, batch = 0;            //!< 0: the model's default
+  double lr = 0, momentum = -1, lambda_max = -1, max_grad_norm = 1;  //!< <0 / 0: the default
+  std::uint64_t seed = 1;
+  long eval_every = 0;
+  double validation_fraction = 0.1;
+  dafuse::select::validator selector = dafuse::select::validator::source_accuracy;
+  std::vector<dafuse::select::validator> validators;  //!< extra validators (--validators)
+  long validator_rows = 2000;
+  long patience = 0;
+  bool restore_best = false;
+  std::string checkpoint, best_checkpoint, resume;
+  long checkpoint_every = 0;
+  bool profile = false;
+  std::string trace, json, curves;
+  long curve_every = 0;  //!< 0: about 500 points over the run
+  long stop_after = 0;   //!< stop (as if interrupted) once this many steps are done
+  long threads = 0;      //!< OpenMP threads (0: OpenMP's default)
+  bool quiet = false;    //!< no progress output
+  bool help = false, list = false;
+};
+
+//! Parses argv; throws usage_error for an unknown option, a missing value or a bad number.
+config parse(int argc, char** argv);
+
+//! The --help text (the registry is listed by the caller).
+std::string usage();
+
+}  // namespace dafuse_train

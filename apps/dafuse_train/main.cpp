@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// dafuse-train: trains a registry model on NPY data from the command line (--help).
+// Exit status: 0 done, 1 a run-time error (bad data, I/O), 2 a bad command line.
+#include "config.hpp"
+#include "registry.hpp"
+
+#include <dafuse/core/error.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+
+namespace {
+void list_models() {
+  std::printf("models (--model NAME; defaults: steps, batch, lr, momentum, lambda_max):\n");
+  for (const dafuse_train::model_entry& m : dafuse_train::all_models())
+    std::printf("  %-20s %s\n  %-20s input %ld %s, %ld classes; defaults %ld, %ld, %g, %g, %g\n",
+                std::string(m.name).c_str(), std::string(m.description).c_str(), "", m.input_width,
+                m.sparse ? "features (CSR prefix)" : "features (NPY)", m.classes, m.defaults.steps,
+                m.defaults.batch, m.defaults.lr, m.defaults.momentum, m.defaults.lambda_max);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const dafuse_train::config c = dafuse_train::parse(argc, argv);
+    if (c.help) {
+      std::printf("%s\n", dafuse_train::usage().c_str());
+      list_models();
+      return 0;
+    }
+    if (c.list) {
+      list_models();
+      return 0;
+    }
+    for (const dafuse_train::model_entry& m : dafuse_train::all_models())
+      if (m.name == c.model) return m.run(c, m);
+    std::string names;
+    for (const dafuse_train::model_entry& m : dafuse_train::all_models())
+      names.append(names.empty() ? "" : ", ").append(m.name);
+    throw dafuse_train::usage_error("--model: expected one of " + names + ", found '" + c.model +
+                                    "'");
+  } catch (const dafuse_train::usage_error& e) {
+    std::fprintf(stderr, "dafuse-train: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dafuse-train: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,475 @@
+// SPDX-License-Identifier: Apache-2.0
+// dafuse-train's run of one registry entry: load and check the data, preprocess, fit with the
+// options of the command line, then report (progress, table, JSON, curves, trace).
+#pragma once
+#include "config.hpp"
+#include "registry.hpp"
+
+#include <dafuse/dafuse.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace dafuse_train {
+
+namespace df = dafuse;
+
+//! Data of one run, dense or sparse.
+template <class Data>
+struct run_data {
+  Data source, target;
+};
+
+inline bool is_npy_file(const std::string& path) {
+  return path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
+}
+
+//! Dense rows from an NPY file (images [N, H, W] are flattened; uint8 pixels scaled by 1/255).
+inline df::data::dataset load_dense(const std::string& features,
+                                    const std::string& labels,
+                                    df::data::domain side) {
+  if (!is_npy_file(features))
+    throw df::error(features +
+                    ": features: expected an NPY file (this model reads dense rows), "
+                    "found another path");
+  const df::data::npy_header h = [&] {
+    std::ifstream in(features, std::ios::binary);
+    std::vector<unsigned char> head(4096);
+    in.read(reinterpret_cast<char*>(head.data()), std::streamsize(head.size()));
+    head.resize(std::size_t(in.gcount()));
+    try {
+      return df::data::parse_npy_header(head, features);
+    } catch (const df::error&) {
+      return df::data::npy_header{};  // load_dataset reports it with the whole file
+    }
+  }();
+  if (h.type == df::data::dtype::uint8 && (h.shape.size() == 3 || h.shape.size() == 4))
+    return df::data::load_image_dataset(features, labels, side);
+  return df::data::load_dataset(features, labels, side);
+}
+
+//! CSR rows from a prefix P (P_indptr.npy, P_indices.npy, P_data.npy), labels P_labels.npy unless
+//! given.
+inline df::data::sparse_dataset load_sparse(const std::string& prefix,
+                                            std::string labels,
+                                            df::data::domain side,
+                                            long width,
+                                            bool labels_required) {
+  if (is_npy_file(prefix))
+    throw df::error(prefix +
+                    ": features: expected a CSR prefix P with P_indptr.npy, "
+                    "P_indices.npy and P_data.npy (this model reads sparse rows), found "
+                    "an NPY file");
+  if (labels.empty() && (labels_required || std::filesystem::exists(prefix + "_labels.npy")))
+    labels = prefix + "_labels.npy";
+  return df::data::load_sparse_dataset(prefix, labels, side, df::index_t(width));
+}
+
+//! Applies --preprocess to both domains (dense): each transform fitted on the source.
+inline void preprocess(const std::vector<std::string>& steps, run_data<df::data::dataset>& d) {
+  for (const std::string& s : steps) {
+    if (s == "none" || s.empty()) continue;
+    if (s == "standardize") {
+      df::data::standardize t;
+      t.fit(d.source, d.target);
+      t.apply(d.source);
+      t.apply(d.target);
+    } else if (s == "l2") {
+      df::data::l2_normalize_rows(d.source);
+      df::data::l2_normalize_rows(d.target);
+    } else if (s == "log1p") {
+      df::data::log1p t;
+      t.apply(d.source);
+      t.apply(d.target);
+    } else if (s == "binarize") {
+      df::data::binarize t;
+      t.apply(d.source);
+      t.apply(d.target);
+    } else {
+      throw usage_error("--preprocess: expected none, standardize, l2, log1p or binarize, found '" +
+                        s + "'");
+    }
+  }
+}
+
+//! The same for CSR rows (transforms that keep zeros zero).
+inline void preprocess(const std::vector<std::string>& steps,
+                       run_data<df::data::sparse_dataset>& d) {
+  for (const std::string& s : steps) {
+    if (s == "none" || s.empty()) continue;
+    for (df::data::sparse_dataset* x : {&d.source, &d.target}) {
+      if (s == "l2")
+        df::data::l2_normalize_rows(*x);
+      else if (s == "log1p")
+        df::data::log1p_values(*x);
+      else if (s == "binarize")
+        df::data::binarize_values(*x);
+      else
+        throw usage_error(
+            "--preprocess: expected none, l2, log1p or binarize for CSR data, found '" + s + "'");
+    }
+  }
+}
+
+//! JSON string literal of `s`.
+inline std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+//! A JSON number, or null for NaN and infinities (JSON has neither).
+inline std::string number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+//! The curves' columns: per-step figures (averaged over each curve interval) then evaluations.
+inline std::vector<std::string> curve_columns() {
+  std::vector<std::string> c{
+      "step", "label_loss", "domain_loss", "domain_accuracy", "lambda",
+      "lr",   "grad_norm",  "loss_scale",  "source_accuracy", "target_accuracy (oracle)"};
+  for (const auto v : df::select::all_validators)
+    if (v != df::select::validator::source_accuracy)
+      c.push_back("validator " + std::string(df::select::name(v)));
+  return c;
+}
+
+//! Progress output, curve rows and evaluation lines: the run's fit_callback.
+class reporter final : public df::fit_callback {
+ public:
+  reporter(const config& c, long steps, long eval_every)
+      : config_(c),
+        steps_(steps),
+        curve_every_(c.curve_every > 0 ? c.curve_every : std::max(1L, steps / 500)),
+        eval_every_(eval_every),
+        terminal_(!c.quiet && ::isatty(STDERR_FILENO)),
+        curves_(curve_columns()),
+        start_(std::chrono::steady_clock::now()) {
+    curves_.reserve(std::size_t(steps / curve_every_ + steps / std::max(1L, eval_every) + 2));
+  }
+
+  void on_step(df::index_t step, const df::step_report& r) override {
+    rows_step_ = long(step);
+    sums_[0] += r.label_loss;
+    sums_[1] += r.domain_loss;
+    sums_[2] += r.domain_accuracy;
+    ++count_;
+    last_ = r;
+    if (step % curve_every_ == 0 || step == steps_ || (eval_every_ > 0 && step % eval_every_ == 0))
+      add_row(step);
+    progress(step);
+  }
+
+  bool should_stop() override { return config_.stop_after > 0 && rows_step_ >= config_.stop_after; }
+
+  void on_evaluation(const df::evaluation& e) override {
+    if (rows_.empty() || rows_.back()[0] != double(e.step)) add_row(e.step);
+    std::vector<double>& row = rows_.back();
+    row[8] = e.source_accuracy;
+    row[9] = e.target_accuracy;
+    std::size_t column = 10;
+    for (const auto v : df::select::all_validators)
+      if (v != df::select::validator::source_accuracy) row[column++] = e.score(v);
+    if (config_.quiet) return;
+    if (terminal_) std::fprintf(stderr, "\r\033[K");
+    std::fprintf(stderr, "eval step %6ld: source acc %s, %s %s%s, target acc (oracle) %s\n",
+                 long(e.step), percent(e.source_accuracy).c_str(),
+                 std::string(df::select::name(config_.selector)).c_str(),
+                 number(e.selection_score).c_str(), e.best ? " (best)" : "",
+                 percent(e.target_accuracy).c_str());
+  }
+
+  //! Flushes the rows into the curves table.
+  const df::training_curves& curves() {
+    for (const auto& row : rows_) curves_.add(row);
+    rows_.clear();
+    return curves_;
+  }
+
+  void finish() {
+    if (terminal_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  static std::string percent(double v) {
+    if (!std::isfinite(v)) return "n/a";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f %%", 100 * v);
+    return buf;
+  }
+
+  void add_row(df::index_t step) {
+    if (!rows_.empty() && rows_.back()[0] == double(step)) return;
+    std::vector<double> row(curves_.columns().size(), df::training_curves::not_measured);
+    row[0] = double(step);
+    if (count_ > 0) {
+      row[1] = sums_[0] / double(count_);
+      row[2] = sums_[1] / double(count_);
+      row[3] = sums_[2] / double(count_);
+      row[4] = last_.lambda;
+      row[5] = last_.lr;
+      row[6] = last_.grad_norm;
+      row[7] = last_.loss_scale;
+    }
+    sums_ = {};
+    count_ = 0;
+    rows_.push_back(std::move(row));
+  }
+
+  void progress(df::index_t step) {
+    if (config_.quiet) return;
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    if (terminal_) {
+      // Redraw at most 10 times a second: a terminal write costs more than a small step.
+      if (step != steps_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+      last_draw_ = now;
+      const int width = 30;
+      const int filled = int(double(width) * double(step) / double(steps_));
+      std::string bar(std::size_t(filled), '#');
+      bar.resize(std::size_t(width), '.');
+      std::fprintf(stderr,
+                   "\r\033[K[%s] %ld/%ld  L_y %.4f  L_d %.4f  acc_d %.2f  λ %.3f  %.0f steps/s",
+                   bar.c_str(), long(step), steps_, last_.label_loss, last_.domain_loss,
+                   last_.domain_accuracy, last_.lambda, double(step) / std::max(elapsed, 1e-9));
+      std::fflush(stderr);
+    } else {
+      const long every = std::max(1L, steps_ / 10);
+      if (step % every != 0 && step != steps_) return;
+      std::fprintf(stderr,
+                   "step %ld/%ld: L_y %.4f L_d %.4f acc_d %.2f lambda %.3f lr %.4g %.1f s\n",
+                   long(step), steps_, last_.label_loss, last_.domain_loss, last_.domain_accuracy,
+                   last_.lambda, last_.lr, elapsed);
+    }
+  }
+
+  const config& config_;
+  long steps_, curve_every_, eval_every_;
+  bool terminal_;
+  df::training_curves curves_;
+  std::vector<std::vector<double>> rows_;
+  std::array<double, 3> sums_{};
+  long count_ = 0;
+  long rows_step_ = 0;  // the last step on_step saw
+  df::step_report last_;
+  std::chrono::steady_clock::time_point start_, last_draw_{};
+};
+
+//! Writes the configuration and every result as one JSON object.
+template <class Data>
+void write_json(const std::string& path,
+                const config& c,
+                const model_entry& m,
+                const df::fit_args& args,
+                const df::fit_options& o,
+                const run_data<Data>& d,
+                const df::fit_result& r,
+                const df::profiler& prof) {
+  const auto rows = [](const Data& x) { return long(df::detail::row_count(x)); };
+  std::string j = "{\n";
+  j += "  \"program\": \"dafuse-train\",\n";
+  j += "  \"model\": {\"name\": " + json_string(m.name) +
+       ", \"description\": " + json_string(m.description) + "},\n";
+  j += "  \"config\": {\"source\": " + json_string(c.source) +
+       ", \"source_labels\": " + json_string(c.source_labels) +
+       ", \"target\": " + json_string(c.target) +
+       ", \"target_labels\": " + json_string(c.target_labels) + ", \"preprocess\": [";
+  for (std::size_t i = 0; i < c.preprocess.size(); ++i)
+    j += (i ? ", " : "") + json_string(c.preprocess[i]);
+  j += "], \"steps\": " + std::to_string(args.steps) +
+       ", \"batch\": " + std::to_string(args.batch) + ", \"lr\": " + number(args.lr) +
+       ", \"momentum\": " + number(args.momentum) + ", \"lambda_max\": " + number(args.lambda_max) +
+       ", \"max_grad_norm\": " + number(args.max_grad_norm) +
+       ", \"seed\": " + std::to_string(args.seed) +
+       ", \"eval_every\": " + std::to_string(o.eval_every) +
+       ", \"validation_fraction\": " + number(o.validation_fraction) +
+       ", \"validator\": " + json_string(df::select::name(o.selector)) +
+       ", \"patience\": " + std::to_string(o.patience) +
+       ", \"restore_best\": " + (o.restore_best ? "true" : "false") +
+       ", \"checkpoint\": " + json_string(o.checkpoint) +
+       ", \"best_checkpoint\": " + json_string(o.best_checkpoint) +
+       ", \"resume\": " + json_string(o.resume) + ", \"threads\": " + std::to_string(c.threads) +
+       "},\n";
+  j += "  \"data\": {\"source_rows\": " + std::to_string(rows(d.source)) +
+       ", \"target_rows\": " + std::to_string(rows(d.target)) +
+       ", \"width\": " + std::to_string(m.input_width) +
+       ", \"classes\": " + std::to_string(m.classes) +
+       ", \"target_labelled\": " + (d.target.has_labels() ? "true" : "false") + "},\n";
+  j += "  \"result\": {\"steps\": " + std::to_string(r.steps) +
+       ", \"seconds\": " + number(r.seconds) +
+       ", \"steps_per_second\": " + number(double(r.steps) / std::max(r.seconds, 1e-12)) +
+       ", \"data_wait_seconds\": " + number(r.data_wait_seconds) +
+       ", \"skipped_steps\": " + std::to_string(r.skipped_steps) +
+       ", \"source_train_accuracy\": " + number(r.source_accuracy) +
+       ", \"final_target_accuracy_oracle\": " + number(r.target_accuracy) +
+       ", \"selected_by\": " + json_string(df::select::name(r.selected_by)) +
+       ", \"selected_with_target_labels\": false, \"best_step\": " + std::to_string(r.best_step) +
+       ", \"best_score\": " + number(r.best_score) +
+       ", \"selected_target_accuracy\": " + number(r.selected_target_accuracy) +
+       ", \"oracle_target_accuracy\": " + number(r.oracle_target_accuracy) +
+       ", \"stopped_early\": " + (r.stopped_early ? "true" : "false") +
+       ", \"restored_best\": " + (r.restored_best ? "true" : "false") +
+       ", \"peak_rss_bytes\": " + std::to_string(df::profiler::peak_rss_bytes()) + "},\n";
+  j += "  \"evaluations\": [";
+  for (std::size_t i = 0; i < r.evaluations.size(); ++i) {
+    const df::evaluation& e = r.evaluations[i];
+    j += std::string(i ? ",\n    " : "\n    ") + "{\"step\": " + std::to_string(e.step) +
+         ", \"source_accuracy\": " + number(e.source_accuracy) +
+         ", \"target_accuracy_oracle\": " + number(e.target_accuracy) +
+         ", \"best\": " + (e.best ? "true" : "false");
+    for (const auto v : df::select::all_validators)
+      j += ", " + json_string(df::select::name(v)) + ": " + number(e.score(v));
+    j += "}";
+  }
+  j += r.evaluations.empty() ? "],\n" : "\n  ],\n";
+  j += "  \"profile\": {";
+  for (std::size_t p = 0; p < df::phase_count; ++p) {
+    const auto ph = static_cast<df::phase>(p);
+    j += std::string(p ? ", " : "") + json_string(df::name(ph)) +
+         ": {\"calls\": " + std::to_string(prof.calls(ph)) +
+         ", \"seconds\": " + number(prof.total_seconds(ph)) + "}";
+  }
+  j += "}\n}\n";
+  std::ofstream out(path, std::ios::trunc);
+  out << j;
+  out.close();
+  if (!out) throw df::error(path + ": cannot write the JSON report");
+}
+
+//! Loads, trains and reports one model of the registry: `Step` is its step type.
+template <class Step>
+int run_model(const config& c, const model_entry& m) {
+  using Data = std::conditional_t<Step::sparse_input, df::data::sparse_dataset, df::data::dataset>;
+  if (c.source_labels.empty() && !Step::sparse_input)
+    throw usage_error("--source-labels: expected the source labels (an int32 NPY file)");
+#if defined(_OPENMP)
+  if (c.threads > 0) omp_set_num_threads(int(c.threads));
+#endif
+  run_data<Data> d;
+  if constexpr (Step::sparse_input) {
+    d.source =
+        load_sparse(c.source, c.source_labels, df::data::domain::source, m.input_width, true);
+    d.target =
+        load_sparse(c.target, c.target_labels, df::data::domain::target, m.input_width, false);
+  } else {
+    d.source = load_dense(c.source, c.source_labels, df::data::domain::source);
+    d.target = load_dense(c.target, c.target_labels, df::data::domain::target);
+  }
+  preprocess(c.preprocess, d);
+
+  df::fit_args args;
+  args.steps = c.steps > 0 ? c.steps : m.defaults.steps;
+  args.batch = c.batch > 0 ? c.batch : m.defaults.batch;
+  args.lr = float(c.lr > 0 ? c.lr : m.defaults.lr);
+  args.momentum = float(c.momentum >= 0 ? c.momentum : m.defaults.momentum);
+  args.lambda_max = float(c.lambda_max >= 0 ? c.lambda_max : m.defaults.lambda_max);
+  args.max_grad_norm = float(c.max_grad_norm);
+  args.seed = c.seed;
+  args.init = df::nn::weight_init::torch_default;
+  if (const df::status s = Step::can_implement(args); !s) throw df::error(s.message);
+
+  df::profiler prof;
+  df::fit_options o;
+  o.eval_every = c.eval_every > 0 ? c.eval_every : args.steps;
+  o.validation_fraction = c.validation_fraction;
+  o.selector = c.selector;
+  if (!c.validators.empty()) o.validators = c.validators;
+  o.validator_rows = c.validator_rows;
+  o.patience = c.patience;
+  o.restore_best = c.restore_best;
+  o.checkpoint = c.checkpoint;
+  o.checkpoint_every = c.checkpoint_every;
+  o.best_checkpoint = c.best_checkpoint;
+  o.resume = c.resume;
+  o.profile = &prof;
+  reporter report(c, long(args.steps), long(o.eval_every));
+  o.callbacks = {&report};
+
+  if (!c.quiet)
+    std::fprintf(stderr, "%s: %ld source rows, %ld target rows%s, %ld steps of %ld + %ld rows\n",
+                 std::string(m.name).c_str(), long(df::detail::row_count(d.source)),
+                 long(df::detail::row_count(d.target)),
+                 d.target.has_labels() ? " (labelled: oracle accuracy reported)" : "",
+                 long(args.steps), long(args.batch), long(args.batch));
+  Step step(args);
+  const df::fit_result r = df::fit(step, d.source, d.target, o);
+  report.finish();
+
+  std::printf("model %s: %ld steps in %.3f s (%.0f steps/s, data wait %.3f s)\n",
+              std::string(m.name).c_str(), long(r.steps), r.seconds,
+              double(r.steps) / std::max(r.seconds, 1e-12), r.data_wait_seconds);
+  std::printf("selected by %s (label-free): step %ld, score %s\n",
+              std::string(df::select::name(r.selected_by)).c_str(), long(r.best_step),
+              number(r.best_score).c_str());
+  if (d.target.has_labels() && r.evaluations.empty())
+    std::printf("target accuracy: last step %.2f %% (no evaluation in this call)\n",
+                100 * r.target_accuracy);
+  else if (d.target.has_labels())
+    std::printf(
+        "target accuracy: selected model %.2f %%, last step %.2f %%, oracle best %.2f %% "
+        "(oracle: chosen with target labels)\n",
+        100 * r.selected_target_accuracy, 100 * r.target_accuracy, 100 * r.oracle_target_accuracy);
+  if (r.stopped_early) std::printf("stopped early at step %ld\n", long(step.step_index()));
+  if (c.profile) std::printf("%s", prof.summary().c_str());
+  if (!c.trace.empty()) prof.write_chrome_trace(c.trace);
+  if (!c.curves.empty()) {
+    const df::training_curves& curves = report.curves();
+    curves.write_csv(c.curves + ".csv");
+    std::vector<df::svg_panel> panels{
+        {"losses (mean over each interval)", {"label_loss", "domain_loss"}},
+        {"accuracy", {"source_accuracy", "target_accuracy (oracle)", "domain_accuracy"}},
+        {"schedule", {"lambda", "lr"}}};
+    // One panel per validator computed (their scales differ), source accuracy aside.
+    for (const auto v : df::select::all_validators) {
+      const bool computed = v == o.selector || std::find(o.validators.begin(), o.validators.end(),
+                                                         v) != o.validators.end();
+      if (computed && v != df::select::validator::source_accuracy)
+        panels.push_back({"validator: " + std::string(df::select::name(v)),
+                          {"validator " + std::string(df::select::name(v))}});
+    }
+    curves.write_svg(c.curves + ".svg",
+                     {.title = "dafuse-train " + std::string(m.name), .panels = panels});
+  }
+  if (!c.json.empty()) write_json(c.json, c, m, args, o, d, r, prof);
+  return 0;
+}
+
+}  // namespace dafuse_train

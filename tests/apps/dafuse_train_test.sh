@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# dafuse-train's command line: --help and --list, every refused command line (exit 2) and bad
+# data (exit 1) with a message naming the option or file, then a short real run whose JSON,
+# curves, trace and checkpoints are checked, and a resume from its checkpoint.
+# Usage: dafuse_train_test.sh PATH/TO/dafuse-train SHARED_DATA_DIR
+set -uo pipefail
+exe=$1
+data=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+# expect STATUS TEXT -- ARGS...: the run exits with STATUS and its output contains TEXT.
+expect() {
+  local status=$1 text=$2
+  shift 3
+  local out rc
+  out=$("$exe" "$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$status" ] || ! grep -qF -- "$text" <<<"$out"; then
+    echo "FAIL: dafuse-train $*"
+    echo "  expected status $status and '$text', got status $rc:"
+    sed 's/^/  | /' <<<"$out" | head -20
+    failures=$((failures + 1))
+  fi
+}
+
+expect 0 "usage: dafuse-train" -- --help
+expect 0 "digits-dann-bf16" -- --help
+expect 0 "amazon-source-only" -- --list
+expect 2 "unknown option '--stpes'" -- --stpes 10
+expect 2 "--steps: expected an integer >= 1, found 'ten'" -- --steps ten
+expect 2 "--lr: expected a finite number, found 'nan'" -- --lr nan
+expect 2 "--seed: expected a value after it" -- --seed
+expect 2 "--model: expected a model name" -- --source a.npy --target b.npy
+expect 2 "--validator: expected one of source_accuracy, entropy, im, snd, dev, pad, found \"best\"" \
+  -- --validator best
+expect 2 "--validation-fraction: expected a fraction in [0, 1)" -- --model moons-dann \
+  --source a.npy --target b.npy --validation-fraction 1
+expect 2 "unexpected argument 'stray'" -- stray
+expect 2 "--model: expected one of digits-dann" -- --model nope --source a.npy --target b.npy
+expect 2 "--source-labels: expected the source labels" -- --model moons-dann --source a.npy \
+  --target b.npy
+expect 1 "missing.npy" -- --model moons-dann --source "$work/missing.npy" \
+  --source-labels "$work/missing_labels.npy" --target "$work/missing.npy"
+printf 'not an array' >"$work/text.npy"
+expect 1 "$work/text.npy" -- --model moons-dann --source "$work/text.npy" \
+  --source-labels "$work/text.npy" --target "$work/text.npy"
+expect 1 "expected a CSR prefix" -- --model amazon-dann --source "$work/text.npy" \
+  --target "$work/text.npy"
+
+mnist=$data/jda_mnist_usps
+if [ ! -f "$mnist/mnist_images.npy" ]; then
+  echo "no shared data in $data: data-dependent checks skipped"
+  [ "$failures" -eq 0 ] && exit 77 || exit 1
+fi
+src=(--source "$mnist/mnist_images.npy" --source-labels "$mnist/mnist_labels.npy")
+tgt=(--target "$mnist/usps_images.npy" --target-labels "$mnist/usps_labels.npy")
+# Mismatched data: labels of another set, a network of another width, a truncated file.
+expect 1 "mnist_images.npy" -- --model digits-dann --source "$mnist/mnist_images.npy" \
+  --source-labels "$mnist/usps_labels.npy" "${tgt[@]}"
+expect 1 "feature width: expected 2" -- --model moons-dann "${src[@]}" "${tgt[@]}"
+head -c 1000 "$mnist/usps_images.npy" >"$work/truncated.npy"
+expect 1 "$work/truncated.npy" -- --model digits-dann "${src[@]}" --target "$work/truncated.npy"
+expect 2 "--preprocess: expected none, standardize" -- --model digits-dann "${src[@]}" \
+  "${tgt[@]}" --preprocess whiten --steps 5
+
+# A short run with every output, then the same run resumed from its step-40 checkpoint.
+run=(--model digits-dann "${src[@]}" "${tgt[@]}" --steps 80 --eval-every 20 --seed 3
+     --validators entropy,im,snd,dev,pad --quiet)
+expect 0 "selected by source_accuracy (label-free)" -- "${run[@]}" --profile \
+  --json "$work/run.json" --curves "$work/curves" --trace "$work/trace.json" \
+  --checkpoint "$work/run.ckpt" --checkpoint-every 40 --best "$work/best.ckpt"
+for f in run.json curves.csv curves.svg trace.json run.ckpt best.ckpt; do
+  [ -s "$work/$f" ] || { echo "FAIL: $f was not written"; failures=$((failures + 1)); }
+done
+grep -q '"selected_with_target_labels": false' "$work/run.json" ||
+  { echo "FAIL: the JSON does not say the selection was label-free"; failures=$((failures + 1)); }
+grep -q '"evaluations": \[' "$work/run.json" ||
+  { echo "FAIL: the JSON has no evaluations"; failures=$((failures + 1)); }
+[ "$(wc -l <"$work/curves.csv")" -gt 10 ] ||
+  { echo "FAIL: curves.csv has too few rows"; failures=$((failures + 1)); }
+grep -q '<svg' "$work/curves.svg" || { echo "FAIL: curves.svg"; failures=$((failures + 1)); }
+grep -q '"traceEvents"' "$work/trace.json" || { echo "FAIL: trace"; failures=$((failures + 1)); }
+if command -v python3 >/dev/null; then
+  python3 -c 'import json, sys; [json.load(open(f)) for f in sys.argv[1:]]' \
+    "$work/run.json" "$work/trace.json" || { echo "FAIL: invalid JSON"; failures=$((failures + 1)); }
+fi
+# Interrupted at step 40 and resumed, a run ends with the checkpoint of an uninterrupted one,
+# byte for byte (weights, optimizer state, schedule position, selection state).
+expect 0 "stopped early at step 40" -- "${run[@]}" --checkpoint "$work/part.ckpt" --stop-after 40
+expect 0 "model digits-dann: 40 steps" -- "${run[@]}" --checkpoint "$work/part.ckpt" \
+  --resume "$work/part.ckpt"
+cmp -s "$work/run.ckpt" "$work/part.ckpt" ||
+  { echo "FAIL: the resumed run's checkpoint differs"; failures=$((failures + 1)); }
+# A checkpoint is refused by another model or set-up, and garbage is refused.
+expect 1 "step type" -- --model digits-dann-clip "${src[@]}" "${tgt[@]}" --steps 80 --seed 3 \
+  --resume "$work/run.ckpt" --quiet
+expect 1 "fit_args.steps" -- "${run[@]}" --steps 90 --resume "$work/run.ckpt"
+printf 'garbage' >"$work/bad.ckpt"
+expect 1 "header: expected a dafuse checkpoint" -- "${run[@]}" --resume "$work/bad.ckpt"
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all dafuse-train checks passed"
