@@ -47,8 +47,10 @@ struct evaluation {
 //! What `fit` returns.
 struct fit_result {
   double target_accuracy = std::numeric_limits<double>::quiet_NaN();  //!< NaN without labels
-  double source_accuracy = 0;      //!< on the source training rows
-  double seconds = 0;              //!< wall time of the training loop (not of the evaluation)
+  double source_accuracy = 0;  //!< on the source training rows
+  //! Wall time of the loop: steps, and the evaluations and checkpoints it ran (a profiler
+  //! splits them); not the final accuracies.
+  double seconds = 0;
   double data_wait_seconds = 0;    //!< of `seconds`, waiting for data (see fit())
   index_t steps = 0;               //!< steps taken (this call; a resumed run counts from there)
   index_t skipped_steps = 0;       //!< steps whose update was skipped for non-finite gradients
@@ -108,12 +110,12 @@ struct fit_options {
   index_t patience = 0;
   //! When the run ends, put the best evaluated model's weights into the step.
   bool restore_best = false;
-  std::string checkpoint;                //!< save here every checkpoint_every steps and at the end
-  index_t checkpoint_every = 0;          //!< 0: only at the end (when `checkpoint` is set)
-  std::string best_checkpoint;           //!< save the best model here whenever it improves
-  std::string resume;                    //!< continue from this checkpoint (train/checkpoint.hpp)
-  profiler* profile = nullptr;           //!< time the phases into this profiler (not owned)
-  std::vector<fit_callback*> callbacks;  //!< not owned
+  std::string checkpoint{};       //!< save here every checkpoint_every steps and at the end
+  index_t checkpoint_every = 0;   //!< 0: only at the end (when `checkpoint` is set)
+  std::string best_checkpoint{};  //!< save the best model here whenever it improves
+  std::string resume{};           //!< continue from this checkpoint (train/checkpoint.hpp)
+  profiler* profile = nullptr;    //!< time the phases into this profiler (not owned)
+  std::vector<fit_callback*> callbacks{};  //!< not owned
 };
 
 namespace detail {
