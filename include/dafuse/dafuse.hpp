@@ -35,6 +35,7 @@
 #include <dafuse/policy/schedule.hpp>
 #include <dafuse/select/validators.hpp>
 #include <dafuse/step/arguments.hpp>
+#include <dafuse/step/eager_step.hpp>
 #include <dafuse/step/train_step.hpp>
 #include <dafuse/train/checkpoint.hpp>
 #include <dafuse/train/curves.hpp>

@@ -4,6 +4,7 @@
 // Built only without sanitizers, which intercept malloc themselves.
 #include <dafuse/data/batcher.hpp>
 #include <dafuse/data/sparse_batcher.hpp>
+#include <dafuse/step/eager_step.hpp>
 #include <dafuse/step/train_step.hpp>
 
 #include "../check.hpp"
@@ -73,9 +74,13 @@ df::data::dataset random_set(df::data::domain side, df::index_t rows) {
   return df::data::make_dataset("random", side, std::move(x), std::move(y));
 }
 
-template <class Loader, class Clip, class Head, class Precision = df::precision::fp32>
+template <class Loader,
+          class Clip,
+          class Head,
+          class Precision = df::precision::fp32,
+          template <class...> class Step = df::train_step>
 long allocations_in_steps() {
-  using step_type = df::train_step<net, Loader, Precision, Clip, Head, df::optim::sgd>;
+  using step_type = Step<net, Loader, Precision, Clip, Head, df::optim::sgd>;
   const auto source = random_set(df::data::domain::source, 300);
   const auto target = random_set(df::data::domain::target, 200);
   const df::fit_args args{.steps = 50, .batch = 64, .lr = 0.01f, .momentum = 0.9f};
@@ -118,6 +123,12 @@ TEST_CASE("a DANN step with loader::prefetch allocates nothing, in the caller or
   CHECK(
       allocations_in_steps<df::loader::prefetch<1, 2>, df::clip::none, df::head::source_only<>>() ==
       0);
+}
+
+TEST_CASE("the eager execution allocates nothing per step either (buffers made once)") {
+  CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm,
+                             df::head::dann<df::schedule::ganin>, df::precision::fp32,
+                             df::eager_step>() == 0);
 }
 
 TEST_CASE("a source-only step allocates nothing") {
