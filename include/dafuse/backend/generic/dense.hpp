@@ -16,6 +16,7 @@
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
+#include <dafuse/nn/activation.hpp>
 
 #include <Eigen/Core>
 
@@ -158,6 +159,45 @@ double weight_gradient(Products&, const matrix_map<T>& dz, sparse_matrix_view<co
 //! y_l for every layer of `Stack` on x: [in, n], using the stack's parameters at `params`.
 //! `Products` runs the matrix products and rounds stored values (a gemm_workspace<T> for plain
 //! precision, a mixed_products<F> for bf16/fp16).
+//! A contiguous block of values as one Eigen array.
+template <class T>
+using flat_map = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+//! Activations Eigen evaluates in SIMD registers (its vectorised logistic and tanh, a max):
+//! the scalar std::exp of a sigmoid cost more than every product of the moons network together.
+template <class Activation, class Act = std::remove_cvref_t<Activation>>
+inline constexpr bool has_vector_form =
+    std::is_same_v<Act, nn::sigmoid_t> || std::is_same_v<Act, nn::tanh_t> ||
+    std::is_same_v<Act, nn::relu_t> || std::is_same_v<Act, nn::identity_t>;
+
+//! f(z) for an Eigen array expression z (Act has a vector form).
+template <class Activation, class Z, class Act = std::remove_cvref_t<Activation>>
+auto activate_vector(const Z& z) {
+  using T = typename Z::Scalar;
+  if constexpr (std::is_same_v<Act, nn::sigmoid_t>)
+    return z.logistic();
+  else if constexpr (std::is_same_v<Act, nn::tanh_t>)
+    return z.tanh();
+  else if constexpr (std::is_same_v<Act, nn::relu_t>)
+    return z.max(T(0));
+  else
+    return z;
+}
+
+//! δy ⊙ f'(y) from f's output y, for Eigen array expressions (Act has a vector form).
+template <class Activation, class D, class Y, class Act = std::remove_cvref_t<Activation>>
+auto derivative_vector(const D& dy, const Y& y) {
+  using T = typename D::Scalar;
+  if constexpr (std::is_same_v<Act, nn::sigmoid_t>)
+    return dy * (y * (T(1) - y));
+  else if constexpr (std::is_same_v<Act, nn::tanh_t>)
+    return dy * (T(1) - y * y);
+  else if constexpr (std::is_same_v<Act, nn::relu_t>)
+    return (y > T(0)).select(dy, T(0));
+  else
+    return dy;
+}
+
 template <class Stack, class T, class Products, class Input>
 void forward(const T* params, const Input& x, const stack_scratch<Stack, T>& s, Products& ws) {
   check_columns(x, s);
@@ -174,7 +214,17 @@ void forward(const T* params, const Input& x, const stack_scratch<Stack, T>& s, 
           else
             input_product<layer>(ws, w, matrix_view<const T>(s.outputs[I - 1]), s.outputs[I].data);
           // Bias, activation and the rounding to the stored format in one pass (one rounding).
-          y = (y.colwise() + b).unaryExpr([](T z) { return Products::round(layer::act(z)); });
+          if constexpr (!Products::rounds && has_vector_form<decltype(layer::act)>) {
+            // Two passes, the second over the outputs as one flat array: a layer of 15 units
+            // (moons) fills no 16-float vector column by column, so Eigen would evaluate a
+            // column-wise logistic one scalar at a time.
+            y.colwise() += b;
+            if constexpr (!std::remove_cvref_t<decltype(layer::act)>::is_identity) {
+              flat_map<T> z(y.data(), y.size());
+              z = activate_vector<decltype(layer::act)>(z);
+            }
+          } else
+            y = (y.colwise() + b).unaryExpr([](T z) { return Products::round(layer::act(z)); });
         }(),
         ...);
   }
@@ -207,9 +257,14 @@ double backward(const T* params,
           // δz = δy ⊙ f'(y), rounded to the stored format (δy arrives unrounded: it is a sum).
           if constexpr (!decltype(layer::act)::is_identity) {
             const matrix_map<T> y = map(s.outputs[l]);
-            dz = dz.binaryExpr(y, [](T d, T v) {
-              return Products::round(d * layer::act.derivative_from_output(v));
-            });
+            if constexpr (!Products::rounds && has_vector_form<decltype(layer::act)>) {
+              flat_map<T> d(dz.data(), dz.size());  // contiguous: [out, n] with stride out
+              d = derivative_vector<decltype(layer::act)>(
+                  d, Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(y.data(), y.size()));
+            } else
+              dz = dz.binaryExpr(y, [](T d, T v) {
+                return Products::round(d * layer::act.derivative_from_output(v));
+              });
           } else if constexpr (Products::rounds) {
             dz = dz.unaryExpr([](T d) { return Products::round(d); });
           }

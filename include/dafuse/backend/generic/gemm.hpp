@@ -93,13 +93,13 @@ class gemm_workspace {
   std::vector<std::unique_ptr<blocking_type>> blocking_;
 };
 
-//! Products below this many floating-point operations run on one thread. Splitting a smaller
-//! one costs more (a parallel region, and operands moving between the cores' caches) than it
-//! saves: measured with bench/step_bench on 2 cores, the demo's DANN step (products up to
-//! 17 MFLOP) takes 0.73 ms with a threshold of 2^22 FLOP, 0.67 ms with 2^24 and 0.66 ms with
-//! everything on one thread, while a 1024³ product runs at 198 GFLOP/s on two threads against
-//! 101 on one.
-inline constexpr double gemm_parallel_flops = double(1 << 26);
+//! Products below this many floating-point operations run on one thread: a parallel region and
+//! operands moving between the cores' caches cost more than half of a smaller product. Measured
+//! on 2 cores (median step, OMP_NUM_THREADS=2, products split along C's longer side): the
+//! digits-mlp DANN step (784-256-256, B = 64 + 64) takes 1.63 ms with every product on one
+//! thread and 1.02 ms with this threshold (2^20 and 2^22 measured the same); office-head
+//! (2048-256, G_d 256-1024-1024) 5.1 ms against 4.3 ms.
+inline constexpr double gemm_parallel_flops = double(1 << 24);
 
 //! C[m, n] = α·op(A)·op(B) + β·C, every matrix column-major with its leading dimension.
 //! op(A) is [m, k], op(B) is [k, n]. Allocates nothing.
@@ -133,24 +133,36 @@ void gemm(gemm_workspace<T>& ws,
 
   const int threads = 2.0 * double(m) * double(n) * double(k) < gemm_parallel_flops
                           ? 1
-                          : std::max(1, std::min<int>(ws.threads(), int(n)));
-  // Column j of op(B): column j of B, or row j of B when transposed.
-  const auto b_columns = [&](index_t j) { return OpB == op::none ? b + j * ldb : b + j; };
-  if (threads == 1) {
+                          : std::max(1, std::min<int>(ws.threads(), int(std::max(m, n) / 8)));
+  if (threads <= 1) {
     product::run(m, n, k, a, lda, b, ldb, c, 1, ldc, alpha, ws.blocking(0), nullptr);
     return;
   }
+  // Each thread computes a block of C and reads all of the other operand: split the longer side
+  // of C, so the operand every thread reads whole is the smaller one. A DANN product is usually
+  // wide in features and short in samples (office-head's G_d: [1024, 1024]·[1024, 64]): splitting
+  // its 64 columns made both cores stream all 4 MB of W, splitting its 1024 rows reads W once.
+  const bool split_rows = m > n;
+  const index_t side = split_rows ? m : n;
+  // Row j of op(A): row j of A, or column j of A when transposed; column j of op(B) likewise.
+  const auto a_rows = [&](index_t i) { return OpA == op::none ? a + i : a + i * lda; };
+  const auto b_columns = [&](index_t j) { return OpB == op::none ? b + j * ldb : b + j; };
 #if defined(_OPENMP)
 #pragma omp parallel for num_threads(threads) schedule(static)
-  for (int t = 0; t < threads; ++t) {
-    // Split columns in multiples of 8 so every thread's block keeps whole register tiles.
-    const index_t per = ((n + threads - 1) / threads + 7) / 8 * 8;
-    const index_t first = std::min<index_t>(n, t * per), last = std::min<index_t>(n, first + per);
-    if (first < last)
-      product::run(m, last - first, k, a, lda, b_columns(first), ldb, c + first * ldc, 1, ldc,
-                   alpha, ws.blocking(t), nullptr);
-  }
 #endif
+  for (int t = 0; t < threads; ++t) {
+    // Blocks in multiples of 16 (a register tile's rows or columns), the last one shorter.
+    const index_t per = ((side + threads - 1) / threads + 15) / 16 * 16;
+    const index_t first = std::min<index_t>(side, t * per);
+    const index_t count = std::min<index_t>(side, first + per) - first;
+    if (count <= 0) continue;
+    if (split_rows)
+      product::run(count, n, k, a_rows(first), lda, b, ldb, c + first, 1, ldc, alpha,
+                   ws.blocking(t), nullptr);
+    else
+      product::run(m, count, k, a, lda, b_columns(first), ldb, c + first * ldc, 1, ldc, alpha,
+                   ws.blocking(t), nullptr);
+  }
 }
 
 template <class T>
