@@ -377,6 +377,16 @@ class train_step {
     step_index_ = step_index;
     loss_scale_ = scale;
   }
+  //! Bytes of every buffer the step owns (parameters, gradients, optimizer state, batch,
+  //! activations and scratch; not the GEMM packing buffers): what benchmarks compare between
+  //! executions, exactly and independent of the allocator.
+  std::size_t memory_bytes() const {
+    const auto bytes = [](const auto& b) { return b.size() * sizeof(*b.data()); };
+    return bytes(params_) + bytes(working_params_) + bytes(grads_) + bytes(optim_state_) +
+           bytes(input_) + bytes(sparse_offsets_) + bytes(sparse_indices_) + bytes(sparse_values_) +
+           bytes(used_features_) + bytes(previous_used_features_) + bytes(feature_marks_) +
+           bytes(labels_) + bytes(workspace_);
+  }
   //! Steps taken since initialisation.
   index_t step_index() const { return step_index_; }
   //! Times every later run() into `p` (phases forward, backward, update); nullptr stops it. The

@@ -1,0 +1,416 @@
+// The benchmark suite's C++ side: four DANN configurations (batch = B source + B target rows),
+// each timed in several executions of the same maths, side by side in one process:
+//
+//   1. moons        G_f 2 → 15 sigmoid, G_y 15 → 2, G_d 15 → 15 → 1 (ReLU), B = 32
+//   2. digits-mlp   G_f 784 → 256 → 256 ReLU, G_y 256 → 10, G_d 256 → 256 → 1, B = 64
+//   3. office-head  G_f 2048 → 256 ReLU, G_y 256 → 31, G_d 256 → 1024 → 1024 → 1, B = 32
+//   4. amazon       G_f sparse 5000 → 100 ReLU, G_y 100 → 2, G_d 100 → 1, B = 64, on the real
+//                   Amazon reviews (dvd → books; synthetic rows of the same density without them)
+//
+// Executions: the eager step (eager_step: one primitive per operation, every intermediate
+// materialised), the fused step (train_step) in fp32, bf16 and fp16 with and without global-norm
+// clipping, and the fused step fed by each loader (sync, prefetch, resident: fill + step). For
+// each: median and interquartile range of the time per step over many steps after warm-up,
+// steps/s, GFLOP/s and its share of the machine's GEMM ceiling (measured here, first), and the
+// bytes of the step's own buffers. Then the table the seed asked for: speed-up and memory of
+// each execution over eager.
+//
+// Run: build/bench/dann_bench [--configs a,b] [--steps N] [--json FILE] [--data DIR]
+// (scripts/bench runs it, with --vs-pytorch also bench/pytorch, and prints the ratios).
+#include <dafuse/dafuse.hpp>
+#include <dafuse/step/eager_step.hpp>
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace df = dafuse;
+
+namespace {
+
+// ---- Configurations -------------------------------------------------------------------------
+
+struct moons {
+  static constexpr const char* name = "moons";
+  using net = df::nn::dann_net<df::nn::mlp<2, 15, df::nn::sigmoid>,
+                               df::nn::linear<15, 2>,
+                               df::nn::mlp<15, 15, 1, df::nn::relu>>;
+  static constexpr df::index_t batch = 32;
+};
+struct digits_mlp {
+  static constexpr const char* name = "digits-mlp";
+  using net = df::nn::dann_net<df::nn::mlp<784, 256, 256, df::nn::relu>,
+                               df::nn::linear<256, 10>,
+                               df::nn::mlp<256, 256, 1, df::nn::relu>>;
+  static constexpr df::index_t batch = 64;
+};
+struct office_head {
+  static constexpr const char* name = "office-head";
+  using net = df::nn::dann_net<df::nn::mlp<2048, 256, df::nn::relu>,
+                               df::nn::linear<256, 31>,
+                               df::nn::mlp<256, 1024, 1024, 1, df::nn::relu>>;
+  static constexpr df::index_t batch = 32;
+};
+struct amazon {
+  static constexpr const char* name = "amazon";
+  using net = df::nn::dann_net<df::nn::sparse_input<df::nn::mlp<5000, 100, df::nn::relu>>,
+                               df::nn::linear<100, 2>,
+                               df::nn::linear<100, 1>>;
+  static constexpr df::index_t batch = 64;
+};
+
+using dann = df::head::dann<df::schedule::ganin>;
+template <class Cfg,
+          class Precision = df::precision::fp32,
+          class Clip = df::clip::none,
+          class Loader = df::loader::resident>
+using fused = df::train_step<typename Cfg::net, Loader, Precision, Clip, dann, df::optim::sgd>;
+template <class Cfg, class Clip = df::clip::none>
+using eager = df::eager_step<typename Cfg::net,
+                             df::loader::resident,
+                             df::precision::fp32,
+                             Clip,
+                             dann,
+                             df::optim::sgd>;
+using fp16 = df::precision::fp16<df::loss_scale::dynamic>;
+
+// ---- FLOPs ----------------------------------------------------------------------------------
+
+// 2·in·out per sample for each product a layer runs: forward, weight gradient, and input
+// gradient (every layer but the first of G_f, whose input is data). A sparse first layer does
+// 2·nnz·out for its forward and its weight gradient.
+template <class Stack>
+double stack_flops(double rows, bool input_gradient_of_first, double first_layer_density = 1) {
+  double f = 0;
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((f += 2.0 * double(Stack::template layer<I>::in) * double(Stack::template layer<I>::out) *
+           rows * (I == 0 ? first_layer_density * 2 + (input_gradient_of_first ? 1 : 0) : 3)),
+     ...);
+  }
+  (std::make_index_sequence<Stack::depth>{});
+  return f;
+}
+template <class Net>
+double step_flops(double batch, double density = 1) {
+  return stack_flops<typename Net::feature_stack>(2 * batch, false, density) +
+         stack_flops<typename Net::classifier_stack>(batch, true) +
+         stack_flops<typename Net::discriminator_stack>(2 * batch, true);
+}
+
+// ---- Data -----------------------------------------------------------------------------------
+
+std::filesystem::path data_dir = DAFUSE_SHARED_DATA_DIR;
+
+//! Random dense rows in [0, 1) and labels: the dense configurations' data (not timed).
+df::data::dataset random_rows(df::index_t rows,
+                              df::index_t width,
+                              df::index_t classes,
+                              df::data::domain side) {
+  df::counter_rng rng(7, df::rng_stream::user, std::uint32_t(side));
+  df::data::host_array<float> x{{std::size_t(rows), std::size_t(width)},
+                                std::vector<float>(std::size_t(rows * width))};
+  for (float& v : x.values) v = rng.uniform<float>();
+  std::vector<std::int32_t> y(static_cast<std::size_t>(rows));
+  for (auto& l : y) l = std::int32_t(rng.below(std::uint32_t(classes)));
+  return df::data::make_dataset("random rows", side, std::move(x), std::move(y));
+}
+
+struct sparse_pair {
+  df::data::sparse_dataset source, target;
+  std::string origin;
+};
+sparse_pair amazon_data() {
+  const std::filesystem::path dir = data_dir / "amazon_reviews";
+  if (std::filesystem::exists(dir / "dvd_train_indptr.npy")) {
+    auto load = [&](const char* prefix, df::data::domain side) {
+      return df::data::load_sparse_dataset(dir / prefix,
+                                           dir / (std::string(prefix) + "_labels.npy"), side, 5000);
+    };
+    return {load("dvd_train", df::data::domain::source),
+            load("books_train", df::data::domain::target), "dvd_train -> books_train"};
+  }
+  // Without the data: rows with the reviews' density (about 1 % non-zeros).
+  auto synthetic = [](df::data::domain side) {
+    df::counter_rng rng(3, df::rng_stream::user, std::uint32_t(side));
+    std::vector<float> dense(std::size_t(2000) * 5000, 0.f);
+    for (float& v : dense)
+      if (rng.below(100) == 0) v = 1.f + rng.uniform<float>();
+    std::vector<std::int32_t> y(2000);
+    for (auto& l : y) l = std::int32_t(rng.below(2));
+    return df::data::make_sparse_dataset("synthetic", side,
+                                         df::data::to_csr(dense.data(), 2000, 5000), y);
+  };
+  return {synthetic(df::data::domain::source), synthetic(df::data::domain::target),
+          "synthetic, 1 % dense"};
+}
+
+// ---- Timing ---------------------------------------------------------------------------------
+
+struct result {
+  std::string config, execution;
+  double median_us = 0, q1_us = 0, q3_us = 0;
+  double flops = 0;
+  std::size_t memory_bytes = 0;
+  long steps = 0;
+};
+
+long steps_for(double flops, long requested) {
+  if (requested > 0) return requested;
+  // About 1.5 s of measurement per execution at ~100 GFLOP/s, between 200 and 5000 steps.
+  return std::clamp(long(1.5e11 / std::max(flops, 1.0)), 200L, 5000L);
+}
+
+template <class F>
+result time_steps(
+    const char* config, const std::string& execution, double flops, long steps, F&& one_step) {
+  for (long w = 0; w < std::max(20L, steps / 10); ++w) one_step();
+  std::vector<double> us(static_cast<std::size_t>(steps));
+  for (long t = 0; t < steps; ++t) {
+    const auto t0 = std::chrono::steady_clock::now();
+    one_step();
+    us[std::size_t(t)] =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::sort(us.begin(), us.end());
+  result r;
+  r.config = config;
+  r.execution = execution;
+  r.median_us = us[us.size() / 2];
+  r.q1_us = us[us.size() / 4];
+  r.q3_us = us[3 * us.size() / 4];
+  r.flops = flops;
+  r.steps = steps;
+  return r;
+}
+
+//! A step's batch filled once with the data set's first rows (the step alone is timed).
+template <class Step, class Data>
+void fill_once(Step& s, const Data& source, const Data& target) {
+  if constexpr (Step::sparse_input) {
+    df::data::sparse_batcher b(source, target, s.args().batch, 1, true);
+    b.fill(s.sparse_batch(), s.source_labels());
+  } else {
+    df::data::batcher<df::loader::sync, df::system::omp> b(source, target, s.args().batch, 1, true);
+    b.fill(s.input(), s.source_labels());
+  }
+}
+
+df::fit_args bench_args(df::index_t batch) {
+  // eval_chunk = B: the inference scratch (unused here) then costs what one batch does, so the
+  // memory column compares the training buffers of the executions.
+  return {.steps = 1000000,
+          .batch = batch,
+          .lr = 0.01f,
+          .momentum = 0.9f,
+          .max_grad_norm = 1.0f,
+          .seed = 1,
+          .eval_chunk = batch};
+}
+
+template <class Step, class Cfg, class Data>
+result step_only(const std::string& execution,
+                 const Data& source,
+                 const Data& target,
+                 double flops,
+                 long steps) {
+  Step s(bench_args(Cfg::batch));
+  fill_once(s, source, target);
+  result r = time_steps(Cfg::name, execution, flops, steps_for(flops, steps), [&] { s.run(); });
+  r.memory_bytes = s.memory_bytes();
+  return r;
+}
+
+template <class Step, class Cfg>
+result with_loader(const std::string& execution,
+                   const df::data::dataset& source,
+                   const df::data::dataset& target,
+                   double flops,
+                   long steps) {
+  Step s(bench_args(Cfg::batch));
+  df::data::batcher<typename Step::loader_type, df::system::omp> b(source, target, Cfg::batch, 1,
+                                                                   true);
+  result r = time_steps(Cfg::name, execution, flops, steps_for(flops, steps), [&] {
+    b.fill(s.input(), s.source_labels());
+    s.run();
+  });
+  r.memory_bytes = s.memory_bytes();
+  return r;
+}
+
+template <class Cfg>
+void dense_config(std::vector<result>& out, long steps) {
+  using net = typename Cfg::net;
+  const df::index_t classes = net::class_count;
+  const auto source = random_rows(4096, net::input_width, classes, df::data::domain::source);
+  const auto target = random_rows(4096, net::input_width, classes, df::data::domain::target);
+  const double flops = step_flops<net>(double(Cfg::batch));
+  using clip = df::clip::global_norm;
+  out.push_back(step_only<eager<Cfg>, Cfg>("eager fp32", source, target, flops, steps));
+  out.push_back(
+      step_only<eager<Cfg, clip>, Cfg>("eager fp32 + clip", source, target, flops, steps));
+  out.push_back(step_only<fused<Cfg>, Cfg>("fused fp32", source, target, flops, steps));
+  out.push_back(step_only<fused<Cfg, df::precision::fp32, clip>, Cfg>("fused fp32 + clip", source,
+                                                                      target, flops, steps));
+  out.push_back(
+      step_only<fused<Cfg, df::precision::bf16>, Cfg>("fused bf16", source, target, flops, steps));
+  out.push_back(step_only<fused<Cfg, df::precision::bf16, clip>, Cfg>("fused bf16 + clip", source,
+                                                                      target, flops, steps));
+  out.push_back(
+      step_only<fused<Cfg, fp16, clip>, Cfg>("fused fp16 + clip", source, target, flops, steps));
+  using none = df::clip::none;
+  out.push_back(with_loader<fused<Cfg, df::precision::fp32, none, df::loader::sync>, Cfg>(
+      "fused fp32, sync loader", source, target, flops, steps));
+  out.push_back(with_loader<fused<Cfg, df::precision::fp32, none, df::loader::prefetch<>>, Cfg>(
+      "fused fp32, prefetch loader", source, target, flops, steps));
+  out.push_back(with_loader<fused<Cfg, df::precision::fp32, none, df::loader::resident>, Cfg>(
+      "fused fp32, resident loader", source, target, flops, steps));
+}
+
+void amazon_config(std::vector<result>& out, long steps) {
+  using Cfg = amazon;
+  const sparse_pair d = amazon_data();
+  const double density =
+      double(d.source.features.nnz()) / (double(d.source.rows()) * double(d.source.width()));
+  const double flops = step_flops<amazon::net>(double(Cfg::batch), density);
+  std::printf("amazon data: %s, %.2f %% non-zeros\n", d.origin.c_str(), 100 * density);
+  using clip = df::clip::global_norm;
+  out.push_back(step_only<eager<Cfg>, Cfg>("eager fp32", d.source, d.target, flops, steps));
+  out.push_back(
+      step_only<eager<Cfg, clip>, Cfg>("eager fp32 + clip", d.source, d.target, flops, steps));
+  out.push_back(step_only<fused<Cfg>, Cfg>("fused fp32", d.source, d.target, flops, steps));
+  out.push_back(step_only<fused<Cfg, df::precision::fp32, clip>, Cfg>("fused fp32 + clip", d.source,
+                                                                      d.target, flops, steps));
+  out.push_back(step_only<fused<Cfg, df::precision::bf16>, Cfg>("fused bf16", d.source, d.target,
+                                                                flops, steps));
+  // Sparse batches are always gathered on the host (data::sparse_batcher): fill + step.
+  fused<Cfg> s(bench_args(Cfg::batch));
+  df::data::sparse_batcher b(d.source, d.target, Cfg::batch, 1, true);
+  result r =
+      time_steps(Cfg::name, "fused fp32, sparse batcher", flops, steps_for(flops, steps), [&] {
+        b.fill(s.sparse_batch(), s.source_labels());
+        s.run();
+      });
+  r.memory_bytes = s.memory_bytes();
+  out.push_back(r);
+}
+
+// ---- The GEMM ceiling -----------------------------------------------------------------------
+
+//! GFLOP/s of Eigen's fp32 n³ product on `threads` threads (Eigen's own OpenMP threading).
+double gemm_ceiling(long n, int threads) {
+  Eigen::setNbThreads(threads);
+  const Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n);
+  Eigen::MatrixXf c(n, n);
+  c.noalias() = a * b;
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    c.noalias() = a * b;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * double(n) * double(n) * double(n) / s / 1e9);
+  }
+  Eigen::setNbThreads(0);
+  return best;
+}
+
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  long steps = 0;
+  std::string configs = "moons,digits-mlp,office-head,amazon", json;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string option = argv[i];
+    if (option == "--steps")
+      steps = std::max(20L, std::atol(argv[i + 1]));
+    else if (option == "--configs")
+      configs = argv[i + 1];
+    else if (option == "--json")
+      json = argv[i + 1];
+    else if (option == "--data")
+      data_dir = argv[i + 1];
+    else {
+      std::fprintf(stderr, "dann_bench: unknown option %s (--configs, --steps, --json, --data)\n",
+                   option.c_str());
+      return 2;
+    }
+  }
+  const auto wanted = [&](const char* name) {
+    return ("," + configs + ",").find("," + std::string(name) + ",") != std::string::npos;
+  };
+#if defined(_OPENMP)
+  const int threads = omp_get_max_threads();
+#else
+  const int threads = 1;
+#endif
+  const double ceiling_1 = gemm_ceiling(2048, 1);
+  const double ceiling_n = threads > 1 ? gemm_ceiling(2048, threads) : ceiling_1;
+  std::printf("fp32 GEMM ceiling (Eigen, 2048^3): %.1f GFLOP/s on 1 thread, %.1f on %d\n",
+              ceiling_1, ceiling_n, threads);
+
+  std::vector<result> results;
+  if (wanted("moons")) dense_config<moons>(results, steps);
+  if (wanted("digits-mlp")) dense_config<digits_mlp>(results, steps);
+  if (wanted("office-head")) dense_config<office_head>(results, steps);
+  if (wanted("amazon")) amazon_config(results, steps);
+
+  std::printf("\n%-12s %-28s %10s %21s %9s %8s %7s %9s\n", "config", "execution", "median us",
+              "IQR us", "steps/s", "GFLOP/s", "% ceil", "MiB");
+  for (const result& r : results)
+    std::printf("%-12s %-28s %10.1f [%8.1f, %8.1f] %9.0f %8.1f %6.1f%% %9.2f\n", r.config.c_str(),
+                r.execution.c_str(), r.median_us, r.q1_us, r.q3_us, 1e6 / r.median_us,
+                r.flops / r.median_us / 1e3, 100 * r.flops / r.median_us / 1e3 / ceiling_n,
+                double(r.memory_bytes) / (1 << 20));
+
+  // The seed's table: each execution against the eager one of its configuration.
+  std::printf("\n%-12s %-28s %12s %14s\n", "config", "execution", "speed-up", "memory");
+  for (const result& r : results) {
+    const auto e = std::find_if(results.begin(), results.end(), [&](const result& x) {
+      return x.config == r.config && x.execution == "eager fp32";
+    });
+    if (e == results.end() || &*e == &r) continue;
+    std::printf("%-12s %-28s %11.2fx %13.2fx\n", r.config.c_str(), r.execution.c_str(),
+                e->median_us / r.median_us, double(r.memory_bytes) / double(e->memory_bytes));
+  }
+
+  if (!json.empty()) {
+    std::string j = "{\n  \"threads\": " + std::to_string(threads) +
+                    ",\n  \"gemm_ceiling_gflops\": {\"1\": " + json_number(ceiling_1) + ", \"" +
+                    std::to_string(threads) + "\": " + json_number(ceiling_n) +
+                    "},\n  \"results\": [";
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const result& r = results[i];
+      j += std::string(i ? ",\n    " : "\n    ") + "{\"config\": \"" + r.config +
+           "\", \"execution\": \"" + r.execution +
+           "\", \"median_us\": " + json_number(r.median_us) +
+           ", \"p25_us\": " + json_number(r.q1_us) + ", \"p75_us\": " + json_number(r.q3_us) +
+           ", \"steps\": " + std::to_string(r.steps) +
+           ", \"steps_per_second\": " + json_number(1e6 / r.median_us) +
+           ", \"mflop_per_step\": " + json_number(r.flops / 1e6) +
+           ", \"gflops\": " + json_number(r.flops / r.median_us / 1e3) +
+           ", \"ceiling_fraction\": " + json_number(r.flops / r.median_us / 1e3 / ceiling_n) +
+           ", \"memory_bytes\": " + std::to_string(r.memory_bytes) + "}";
+    }
+    j += "\n  ]\n}\n";
+    std::ofstream(json) << j;
+  }
+}

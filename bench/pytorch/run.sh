@@ -1,0 +1,6 @@
+#!/bin/sh
+# Runs the PyTorch side of the DANN benchmark with the environment it needs: OpenBLAS's
+# OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset (they force AVX2 kernels and halve the GEMM rate
+# here), 2 OpenMP threads, Debian's python3 (python3-torch 1.13). Arguments go to dann_bench.py.
+exec env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=2 \
+    /usr/bin/python3 "$(dirname "$0")/dann_bench.py" "$@"
