@@ -43,7 +43,10 @@ def median_ms(r):
 
 
 def fmt(v, spec):
-    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        width = "".join(ch for ch in spec if ch.isdigit() or ch == ".").split(".")[0]
+        return "n/a".rjust(int(width)) if width else "n/a"
+    return format(v, spec)
 
 
 def svg_bars(rows, path):

@@ -295,6 +295,8 @@ void amazon_config(std::vector<result>& out, long steps) {
                                                                       d.target, flops, steps));
   out.push_back(step_only<fused<Cfg, df::precision::bf16>, Cfg>("fused bf16", d.source, d.target,
                                                                 flops, steps));
+  out.push_back(step_only<fused<Cfg, df::precision::bf16, clip>, Cfg>("fused bf16 + clip", d.source,
+                                                                      d.target, flops, steps));
   // Sparse batches are always gathered on the host (data::sparse_batcher): fill + step.
   fused<Cfg> s(bench_args(Cfg::batch));
   df::data::sparse_batcher b(d.source, d.target, Cfg::batch, 1, true);
