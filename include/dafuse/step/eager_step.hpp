@@ -280,14 +280,10 @@ class eager_step {
     initialize_parameters(args_.seed);
   }
 
-  //! Draws fresh parameters from `seed` (train_step's draws, in its order) and clears the
+  //! Draws fresh parameters from `seed` (detail::initialize_network, as train_step) and clears the
   //! optimizer state and step count.
   void initialize_parameters(std::uint64_t seed) {
-    counter_rng rng(seed, rng_stream::init);
-    value_type* p = params_.data();
-    nn::initialize<feature_stack>(p + Net::features_offset, rng, args_.init);
-    nn::initialize<classifier_stack>(p + Net::classifier_offset, rng, args_.init);
-    nn::initialize<discriminator_stack>(p + Net::discriminator_offset, rng, args_.init);
+    detail::initialize_network<Net>(params_.data(), seed, args_.init);
     optim_state_.fill(value_type(0));
     step_index_ = 0;
   }
@@ -304,11 +300,7 @@ class eager_step {
   //! feature_rows() samples, source first, in CSR form (offsets[0] = 0; sample c's non-zeros are
   //! values[k] at feature indices[k] for k in [offsets[c], offsets[c + 1])), with room for
   //! input_width non-zeros per sample.
-  struct sparse_batch_slots {
-    std::span<std::int32_t> offsets;  //!< [feature_rows() + 1]
-    std::span<std::int32_t> indices;  //!< feature of each non-zero
-    std::span<value_type> values;     //!< value of each non-zero
-  };
+  using sparse_batch_slots = typename fused_type::sparse_batch_slots;
   sparse_batch_slots sparse_batch() requires sparse_input {
     return {{sparse_offsets_.data(), std::size_t(feature_rows() + 1)},
             {sparse_indices_.data(), sparse_indices_.size()},
@@ -395,13 +387,7 @@ class eager_step {
     const index_t rows = feature_rows();
     const std::int32_t* offsets = sparse_offsets_.data();
     const std::int32_t* indices = sparse_indices_.data();
-    if (offsets[0] != 0)
-      fail("eager_step", "sparse_batch().offsets[0]", "0", std::to_string(offsets[0]));
-    for (index_t c = 0; c < rows; ++c)
-      if (offsets[c + 1] < offsets[c] || index_t(offsets[c + 1]) > index_t(sparse_values_.size()))
-        fail("eager_step", "sparse_batch().offsets[" + std::to_string(c + 1) + "]",
-             "a non-decreasing offset <= " + std::to_string(sparse_values_.size()),
-             std::to_string(offsets[c + 1]));
+    detail::check_sparse_offsets("eager_step", offsets, rows, sparse_values_.size());
     for (index_t k = 0, nnz = offsets[rows]; k < nnz; ++k)
       if (indices[k] < 0 || indices[k] >= input_width)
         fail("eager_step", "sparse_batch().indices[" + std::to_string(k) + "]",

@@ -53,6 +53,30 @@ template <class T>
 struct is_dann_net : std::false_type {};
 template <class F, class Y, class D>
 struct is_dann_net<nn::dann_net<F, Y, D>> : std::true_type {};
+
+//! Draws a network's initial parameters from `seed`: G_f, then G_y, then G_d, from one stream.
+//! Every step type initialises through here, so equal seeds give equal weights.
+template <class Net, class T>
+void initialize_network(T* params, std::uint64_t seed, nn::weight_init init) {
+  counter_rng rng(seed, rng_stream::init);
+  nn::initialize<typename Net::feature_stack>(params + Net::features_offset, rng, init);
+  nn::initialize<typename Net::classifier_stack>(params + Net::classifier_offset, rng, init);
+  nn::initialize<typename Net::discriminator_stack>(params + Net::discriminator_offset, rng, init);
+}
+
+//! Checks the offsets of a step's CSR batch of `rows` samples whose arrays hold `capacity`
+//! non-zeros: offsets[0] = 0, non-decreasing, none past the capacity. `step` names the caller.
+inline void check_sparse_offsets(const char* step,
+                                 const std::int32_t* offsets,
+                                 index_t rows,
+                                 std::size_t capacity) {
+  if (offsets[0] != 0) fail(step, "sparse_batch().offsets[0]", "0", std::to_string(offsets[0]));
+  for (index_t c = 0; c < rows; ++c)
+    if (offsets[c + 1] < offsets[c] || index_t(offsets[c + 1]) > index_t(capacity))
+      fail(step, "sparse_batch().offsets[" + std::to_string(c + 1) + "]",
+           "a non-decreasing offset <= " + std::to_string(capacity),
+           std::to_string(offsets[c + 1]));
+}
 }  // namespace detail
 
 //! What one step reports: its losses before the update, the gradient norm before clipping, and
@@ -210,11 +234,7 @@ class train_step {
 
   //! Draws fresh parameters from `seed` and clears the optimizer state and step count.
   void initialize_parameters(std::uint64_t seed) {
-    counter_rng rng(seed, rng_stream::init);
-    value_type* p = params_.data();
-    nn::initialize<feature_stack>(p + Net::features_offset, rng, args_.init);
-    nn::initialize<classifier_stack>(p + Net::classifier_offset, rng, args_.init);
-    nn::initialize<discriminator_stack>(p + Net::discriminator_offset, rng, args_.init);
+    detail::initialize_network<Net>(params_.data(), seed, args_.init);
     optim_state_.fill(value_type(0));
     step_index_ = 0;
     loss_scale_ = {loss_scale_type::initial(args_), 0};
@@ -445,13 +465,7 @@ class train_step {
     const index_t rows = feature_rows();
     const std::int32_t* offsets = sparse_offsets_.data();
     const std::int32_t* indices = sparse_indices_.data();
-    if (offsets[0] != 0)
-      fail("train_step", "sparse_batch().offsets[0]", "0", std::to_string(offsets[0]));
-    for (index_t c = 0; c < rows; ++c)
-      if (offsets[c + 1] < offsets[c] || index_t(offsets[c + 1]) > index_t(sparse_values_.size()))
-        fail("train_step", "sparse_batch().offsets[" + std::to_string(c + 1) + "]",
-             "a non-decreasing offset <= " + std::to_string(sparse_values_.size()),
-             std::to_string(offsets[c + 1]));
+    detail::check_sparse_offsets("train_step", offsets, rows, sparse_values_.size());
     constexpr index_t out = feature_stack::template layer<0>::out;
     value_type* dw = grads_.data() + Net::features_offset;  // layer 0's weights come first
     std::swap(used_features_, previous_used_features_);
