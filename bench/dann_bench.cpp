@@ -20,6 +20,8 @@
 #include <dafuse/dafuse.hpp>
 #include <dafuse/step/eager_step.hpp>
 
+#include "timing.hpp"
+
 #include <Eigen/Core>
 
 #include <algorithm>
@@ -176,21 +178,13 @@ long steps_for(double flops, long requested) {
 template <class F>
 result time_steps(
     const char* config, const std::string& execution, double flops, long steps, F&& one_step) {
-  for (long w = 0; w < std::max(20L, steps / 10); ++w) one_step();
-  std::vector<double> us(static_cast<std::size_t>(steps));
-  for (long t = 0; t < steps; ++t) {
-    const auto t0 = std::chrono::steady_clock::now();
-    one_step();
-    us[std::size_t(t)] =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-  }
-  std::sort(us.begin(), us.end());
+  const bench::timing t = bench::time_calls(std::max(20L, steps / 10), steps, one_step);
   result r;
+  r.median_us = t.median;
+  r.q1_us = t.q1;
+  r.q3_us = t.q3;
   r.config = config;
   r.execution = execution;
-  r.median_us = us[us.size() / 2];
-  r.q1_us = us[us.size() / 4];
-  r.q3_us = us[3 * us.size() / 4];
   r.flops = flops;
   r.steps = steps;
   return r;

@@ -5,6 +5,8 @@
 // [--steps N] [--data DIR] (DIR holds the JDA MNIST/USPS .npy files, data/jda_mnist_usps).
 #include <dafuse/dafuse.hpp>
 
+#include "timing.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -27,15 +29,6 @@ using step_t = df::train_step<net,
                               df::clip::none,
                               df::head::dann<df::schedule::ganin>,
                               df::optim::sgd>;
-
-struct quartiles {
-  double q1, median, q3;
-};
-
-quartiles of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {v[v.size() / 4], v[v.size() / 2], v[3 * v.size() / 4]};
-}
 
 template <class Loader>
 void measure(const char* name,
@@ -69,7 +62,8 @@ void measure(const char* name,
     fill[std::size_t(t)] = std::chrono::duration<double, std::micro>(t1 - t0).count();
     wait[std::size_t(t)] = 1e6 * batches.last_wait_seconds();
   }
-  const quartiles it = of(iteration), f = of(fill), w = of(wait);
+  const bench::timing it = bench::quartiles(iteration), f = bench::quartiles(fill),
+                      w = bench::quartiles(wait);
   double wait_sum = 0;
   for (double x : wait) wait_sum += x;
   std::printf("| %-18s | %7.1f [%7.1f, %7.1f] | %6.1f | %6.1f [%6.1f, %6.1f] | %7.2f |\n", name,

@@ -8,6 +8,8 @@
 // Run: build/bench/sparse_bench [--reps N]
 #include <dafuse/dafuse.hpp>
 
+#include "timing.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,22 +34,11 @@ using step_t =
 using sparse_step = step_t<df::nn::sparse_input<features>>;
 using dense_step = step_t<features>;
 
-struct timing {
-  double median, q1, q3;
-};
+using bench::timing;
 
 template <class F>
 timing time_it(long reps, F&& f) {
-  for (int w = 0; w < 10; ++w) f();
-  std::vector<double> us(static_cast<std::size_t>(reps));
-  for (long r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    us[std::size_t(r)] =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-  }
-  std::sort(us.begin(), us.end());
-  return {us[us.size() / 2], us[us.size() / 4], us[3 * us.size() / 4]};
+  return bench::time_calls(10, reps, f);
 }
 
 void print(const char* name, timing t, timing base) {

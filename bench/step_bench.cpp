@@ -4,6 +4,8 @@
 // [--steps N]. The full benchmark suite (eager vs fused, PyTorch side by side) is issue 6.
 #include <dafuse/dafuse.hpp>
 
+#include "timing.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -43,18 +45,9 @@ void measure(const char* name, long steps, double flops) {
   auto x = s.input();
   for (df::index_t i = 0; i < x.size(); ++i) x.data[i] = rng.uniform<float>();
   for (auto& y : s.source_labels()) y = std::int32_t(rng.below(10));
-  for (int w = 0; w < 20; ++w) s.run();
-  std::vector<double> us(static_cast<std::size_t>(steps));
-  for (long t = 0; t < steps; ++t) {
-    const auto t0 = std::chrono::steady_clock::now();
-    s.run();
-    us[std::size_t(t)] =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-  }
-  std::sort(us.begin(), us.end());
-  const double median = us[us.size() / 2], q1 = us[us.size() / 4], q3 = us[3 * us.size() / 4];
+  const bench::timing t = bench::time_calls(20, steps, [&] { s.run(); });
   std::printf("%-12s median %8.1f us  IQR [%.1f, %.1f]  %6.1f MFLOP/step  %6.1f GFLOP/s\n", name,
-              median, q1, q3, flops / 1e6, flops / median / 1e3);
+              t.median, t.q1, t.q3, flops / 1e6, flops / t.median / 1e3);
 }
 
 int main(int argc, char** argv) {
