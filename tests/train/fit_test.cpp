@@ -351,3 +351,19 @@ TEST_CASE("the profiler sees every phase of every step once") {
   df::fit(step, s, t, evaluated);
   CHECK(prof.calls(df::phase::forward) == std::size_t(args.steps));
 }
+
+TEST_CASE("the last evaluation's target accuracy is fit's, whether validators sample or not") {
+  const auto s = blobs(df::data::domain::source, 0, 120),
+             t = blobs(df::data::domain::target, 0.3f, 90);
+  for (const df::index_t rows : {df::index_t(2000), df::index_t(30)}) {  // all 90 rows, a sample
+    CAPTURE(rows);
+    df::fit_options o = evaluated;
+    o.validator_rows = rows;
+    o.validators = {df::select::validator::entropy, df::select::validator::snd};
+    dann_step step(args);
+    const df::fit_result r = df::fit(step, s, t, o);
+    REQUIRE(!r.evaluations.empty());
+    CHECK(r.evaluations.back().target_accuracy == r.target_accuracy);
+    CHECK(std::isfinite(r.evaluations.back().score(df::select::validator::snd)));
+  }
+}

@@ -177,7 +177,11 @@ class evaluator {
       : validation_(validation), target_(target), options_(o) {
     if (o.validator_rows < 2)
       fail("fit_options", "validator_rows", "at least 2", std::to_string(o.validator_rows));
-    target_sample_ = data::sample_rows(target, o.validator_rows);
+    // The validators read at most validator_rows target rows: a sample of a larger target, else
+    // the target itself (no copy, and one pass gives classes, probabilities and features).
+    if (row_count(target) > o.validator_rows)
+      sampled_.emplace(data::sample_rows(target, o.validator_rows));
+    target_sample_ = sampled_ ? &*sampled_ : &target;
     for (const select::validator v : o.validators) wanted_[std::size_t(v)] = true;
     wanted_[std::size_t(o.selector)] = true;
     const bool needs_validation =
@@ -192,7 +196,7 @@ class evaluator {
       wanted_[std::size_t(select::validator::dev)] = false;
       wanted_[std::size_t(select::validator::pad)] = false;
     }
-    const index_t n_sample = row_count(target_sample_);
+    const index_t n_sample = row_count(*target_sample_);
     target_probabilities_.resize(std::size_t(n_sample * Step::class_count));
     target_features_.resize(std::size_t(n_sample * Step::feature_width));
     target_classes_.resize(std::size_t(row_count(target)));
@@ -210,14 +214,17 @@ class evaluator {
     e.step = at;
     const auto want = [&](validator v) { return wanted_[std::size_t(v)]; };
     const matrix_view<const float> target_p{target_probabilities_.data(), Step::class_count,
-                                            row_count(target_sample_)};
+                                            row_count(*target_sample_)};
     const matrix_view<const float> target_h{target_features_.data(), Step::feature_width,
-                                            row_count(target_sample_)};
-    infer_rows(
-        step, target_sample_,
-        {.probabilities = target_probabilities_.data(), .features = target_features_.data()});
-    if (target_.has_labels()) {
-      infer_rows(step, target_, {.classes = target_classes_.data()});
+                                            row_count(*target_sample_)};
+    const bool labelled = target_.has_labels();
+    std::int32_t* classes = labelled && !sampled_ ? target_classes_.data() : nullptr;
+    infer_rows(step, *target_sample_,
+               {.classes = classes,
+                .probabilities = target_probabilities_.data(),
+                .features = target_features_.data()});
+    if (labelled) {
+      if (sampled_) infer_rows(step, target_, {.classes = target_classes_.data()});
       e.target_accuracy = matching_fraction(target_classes_, target_.labels);
     }
     if (validation_) {
@@ -265,7 +272,8 @@ class evaluator {
   const Data* validation_;
   const Data& target_;
   const fit_options& options_;
-  Data target_sample_;
+  std::optional<Data> sampled_;  // the evenly spaced sample, when the target is larger
+  const Data* target_sample_;    // the rows the validators read: *sampled_ or the target
   std::array<bool, select::all_validators.size()> wanted_{};
   std::vector<float> target_probabilities_, target_features_;
   std::vector<std::int32_t> target_classes_;
