@@ -115,7 +115,9 @@ def main(argv):
 
     ceiling = ours["gemm_ceiling_gflops"]
     print("\n== dafuse: fused vs its own eager execution ==")
-    print(f'fp32 GEMM ceiling (Eigen 2048^3): {ceiling}')
+    sources = ours.get("gemm_ceiling_sources", {})
+    print(f'fp32 GEMM ceiling (2048^3, GFLOP/s by threads, the faster of Eigen and dafuse): '
+          f'{ceiling}; Eigen {sources.get("eigen")}, dafuse {sources.get("dafuse")}')
     print(f'{"config":<12} {"execution":<30} {"median ms":>10} {"GFLOP/s":>8} {"% ceil":>7} '
           f'{"x eager":>8} {"mem/eager":>10}')
     for config in CONFIGS:

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file backend/generic/gemm.hpp
-//! @brief Matrix products on Eigen's GEMM kernels with packing buffers allocated once.
+//! @brief Matrix products with packing buffers allocated once: fp32 on dafuse's AVX-512 kernel
+//! (gemm_fp32.hpp) where the compiler targets AVX-512F, everything else on Eigen's GEMM kernel.
 //!
 //! Eigen's `a.noalias() = b * c` allocates its packing buffers on every call once they pass
 //! EIGEN_STACK_ALLOCATION_LIMIT, and its OpenMP path allocates on every call whatever the size.
@@ -10,6 +11,8 @@
 //! splits the output's columns across OpenMP threads itself.
 #pragma once
 #include <dafuse/config.hpp>
+
+#include <dafuse/backend/generic/gemm_fp32.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 
@@ -21,6 +24,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 static_assert(EIGEN_WORLD_VERSION == 3 && EIGEN_MAJOR_VERSION == 4,
@@ -32,10 +36,13 @@ namespace dafuse::backend::generic {
 //! Whether a GEMM operand is used as stored or transposed.
 enum class op { none, transpose };
 
-//! Per-thread packing buffers for every product of a step, sized once for the largest one.
+//! Per-thread packing buffers for every product of a step, sized once for the largest one: for
+//! dafuse's fp32 kernel (`native`) or for Eigen's.
 template <class T>
 class gemm_workspace {
  public:
+  //! Whether products run on dafuse's AVX-512 fp32 kernel (gemm_fp32.hpp) rather than Eigen's.
+  static constexpr bool native = std::is_same_v<T, float> && fp32_products_native;
   using blocking_type = Eigen::internal::gemm_blocking_space<Eigen::ColMajor,
                                                              T,
                                                              T,
@@ -55,19 +62,25 @@ class gemm_workspace {
     threads = 1;
 #endif
     threads = std::max(threads, 1);
-    for (int t = 0; t < threads; ++t) {
-      // Each thread's block has at most ⌈max_n / threads⌉ columns, but sizing for all of them
-      // keeps one thread able to run a whole product.
-      blocking_.push_back(std::make_unique<blocking_type>(max_m, max_n, max_k, 1, true));
-      blocking_.back()->allocateAll();
-    }
+    // Each thread's block of C is a part of the largest product, but sizing every thread for all
+    // of it keeps one thread able to run a whole product.
+    for (int t = 0; t < threads; ++t)
+      if constexpr (native) {
+        panels_.push_back(detail::make_fp32_panels(max_m, max_n, max_k));
+      } else {
+        blocking_.push_back(std::make_unique<blocking_type>(max_m, max_n, max_k, 1, true));
+        blocking_.back()->allocateAll();
+      }
   }
 
   int threads() const {
-    return int(blocking_.size());
+    return int(native ? panels_.size() : blocking_.size());
   }
   blocking_type& blocking(int t) {
     return *blocking_[std::size_t(t)];
+  }
+  detail::fp32_panels& panels(int t) {
+    return panels_[std::size_t(t)];
   }
 
   //! Stored values are kept as computed: no rounding (see backend/generic/products.hpp).
@@ -90,7 +103,8 @@ class gemm_workspace {
                index_t ldc);
 
  private:
-  std::vector<std::unique_ptr<blocking_type>> blocking_;
+  std::vector<std::unique_ptr<blocking_type>> blocking_;  // Eigen's kernel
+  std::vector<detail::fp32_panels> panels_;               // dafuse's fp32 kernel
 };
 
 //! Products below this many floating-point operations run on one thread: a parallel region and
@@ -119,14 +133,20 @@ void gemm(gemm_workspace<T>& ws,
   using product = Eigen::internal::general_matrix_matrix_product<
       index_t, T, OpA == op::none ? Eigen::ColMajor : Eigen::RowMajor, false, T,
       OpB == op::none ? Eigen::ColMajor : Eigen::RowMajor, false, Eigen::ColMajor, 1>;
-  // Eigen's kernel accumulates into C: apply β first.
-  Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>, 0, Eigen::OuterStride<>> cm(
-      c, m, n, Eigen::OuterStride<>(ldc));
-  if (beta == T(0))
-    cm.setZero();
-  else if (beta != T(1))
-    cm *= beta;
-  if (m == 0 || n == 0 || k == 0) return;
+  if (m == 0 || n == 0) return;
+  // Eigen's kernel accumulates into C: apply β first. dafuse's applies β as it stores C (β = 0
+  // never reads C, so NaN there does not propagate).
+  constexpr bool native = gemm_workspace<T>::native;
+  if (!native || k == 0) {
+    Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>, 0, Eigen::OuterStride<>> cm(
+        c, m, n, Eigen::OuterStride<>(ldc));
+    if (beta == T(0))
+      cm.setZero();
+    else if (beta != T(1))
+      cm *= beta;
+    if (k == 0) return;
+  }
+  const T beta_kernel = native ? beta : T(1);
   if (ws.threads() < 1)
     fail("gemm", "workspace", "one sized at construction (gemm_workspace(m, n, k))",
          "a default-constructed one");
@@ -134,8 +154,23 @@ void gemm(gemm_workspace<T>& ws,
   const int threads = 2.0 * double(m) * double(n) * double(k) < gemm_parallel_flops
                           ? 1
                           : std::max(1, std::min<int>(ws.threads(), int(std::max(m, n) / 8)));
+  // One thread's block of C: rows [i0, i0 + rows) and columns [j0, j0 + cols).
+  const auto block = [&](int t, index_t i0, index_t rows, index_t j0, index_t cols) {
+    // Row i of op(A): row i of A, or column i of A when transposed; column j of op(B) likewise.
+    const T* ab = OpA == op::none ? a + i0 : a + i0 * lda;
+    const T* bb = OpB == op::none ? b + j0 * ldb : b + j0;
+    T* cb = c + i0 + j0 * ldc;
+    if constexpr (native) {
+#if DAFUSE_GEMM_FP32_NATIVE
+      detail::gemm_fp32_blocked<OpA == op::transpose, OpB == op::transpose>(
+          ws.panels(t), rows, cols, k, alpha, ab, lda, bb, ldb, beta_kernel, cb, ldc);
+#endif
+    } else {
+      product::run(rows, cols, k, ab, lda, bb, ldb, cb, 1, ldc, alpha, ws.blocking(t), nullptr);
+    }
+  };
   if (threads <= 1) {
-    product::run(m, n, k, a, lda, b, ldb, c, 1, ldc, alpha, ws.blocking(0), nullptr);
+    block(0, 0, m, 0, n);
     return;
   }
   // Each thread computes a block of C and reads all of the other operand: split the longer side
@@ -144,24 +179,21 @@ void gemm(gemm_workspace<T>& ws,
   // its 64 columns made both cores stream all 4 MB of W, splitting its 1024 rows reads W once.
   const bool split_rows = m > n;
   const index_t side = split_rows ? m : n;
-  // Row j of op(A): row j of A, or column j of A when transposed; column j of op(B) likewise.
-  const auto a_rows = [&](index_t i) { return OpA == op::none ? a + i : a + i * lda; };
-  const auto b_columns = [&](index_t j) { return OpB == op::none ? b + j * ldb : b + j; };
+  // Blocks in whole register tiles (dafuse's kernel: 32 rows or 12 columns; Eigen's: 16), the
+  // last one shorter.
+  const index_t tile = native ? (split_rows ? 32 : 12) : 16;
 #if defined(_OPENMP)
 #pragma omp parallel for num_threads(threads) schedule(static)
 #endif
   for (int t = 0; t < threads; ++t) {
-    // Blocks in multiples of 16 (a register tile's rows or columns), the last one shorter.
-    const index_t per = ((side + threads - 1) / threads + 15) / 16 * 16;
+    const index_t per = ((side + threads - 1) / threads + tile - 1) / tile * tile;
     const index_t first = std::min<index_t>(side, t * per);
     const index_t count = std::min<index_t>(side, first + per) - first;
     if (count <= 0) continue;
     if (split_rows)
-      product::run(count, n, k, a_rows(first), lda, b, ldb, c + first, 1, ldc, alpha,
-                   ws.blocking(t), nullptr);
+      block(t, first, count, 0, n);
     else
-      product::run(m, count, k, a, lda, b_columns(first), ldb, c + first * ldc, 1, ldc, alpha,
-                   ws.blocking(t), nullptr);
+      block(t, 0, m, first, count);
   }
 }
 

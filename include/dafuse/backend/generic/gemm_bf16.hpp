@@ -25,6 +25,7 @@
 #include <dafuse/config.hpp>
 
 #include <dafuse/backend/generic/gemm.hpp>
+#include <dafuse/backend/generic/simd.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/half.hpp>
 #include <dafuse/core/meta.hpp>
@@ -55,25 +56,6 @@ inline constexpr bool bf16_products_native = DAFUSE_GEMM_BF16_NATIVE != 0;
 
 namespace detail {
 
-//! A 64-byte aligned array of T, allocated once: the alignment of a cache line and of a zmm
-//! register, so the micro-kernel's loads never split a line.
-template <class T>
-class aligned_array {
- public:
-  aligned_array() = default;
-  explicit aligned_array(std::size_t n)
-      : data_(n == 0 ? nullptr : new (std::align_val_t(64)) T[n]()), size_(n) {}
-  T* data() const { return data_.get(); }
-  std::size_t size() const { return size_; }
-
- private:
-  struct deleter {
-    void operator()(T* p) const { ::operator delete[](p, std::align_val_t(64)); }
-  };
-  std::unique_ptr<T[], deleter> data_;
-  std::size_t size_ = 0;
-};
-
 #if DAFUSE_GEMM_BF16_NATIVE
 
 // ---- Blocking --------------------------------------------------------------------------------
@@ -90,14 +72,6 @@ inline constexpr index_t bf16_nr = 12;
 inline constexpr index_t bf16_kc = 512;
 inline constexpr index_t bf16_mc = 256;
 inline constexpr index_t bf16_nc = 3072;
-
-inline index_t round_up(index_t x, index_t to) {
-  return (x + to - 1) / to * to;
-}
-
-inline __mmask16 first_lanes(index_t count) {
-  return count >= 16 ? __mmask16(0xffff) : __mmask16((1u << std::max<index_t>(count, 0)) - 1u);
-}
 
 inline __m512bh as_bh(__m512i v) {
   return (__m512bh)v;
@@ -152,33 +126,11 @@ void pack_panel(
             r[i] = _mm512_setzero_si512();
           }
         }
-        // 16×16 transpose of 32-bit words: 32-bit, then 64-bit interleaves within 128-bit
-        // lanes, then a 4×4 transpose of the lanes themselves.
-        __m512i t[16], u[16];
-        for (int i = 0; i < 16; i += 2) {
-          t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-          t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-        }
-        for (int i = 0; i < 16; i += 4) {
-          u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-          u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-          u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-          u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-        }
-        // u[4g + j], lane l: rows 4g..4g+3 at k-pair 4l + j.
+        // Word j of r[i] becomes word i of r[j]: r[q] holds k-pair q0 + q of the 16 rows.
+        transpose_16x16(r);
         const index_t valid = std::min<index_t>(16, pairs - q0);
-        for (int j = 0; j < 4; ++j) {
-          const __m512i v0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
-          const __m512i v1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xee);
-          const __m512i v2 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
-          const __m512i v3 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xee);
-          const __m512i o[4] = {
-              _mm512_shuffle_i32x4(v0, v2, 0x88), _mm512_shuffle_i32x4(v0, v2, 0xdd),
-              _mm512_shuffle_i32x4(v1, v3, 0x88), _mm512_shuffle_i32x4(v1, v3, 0xdd)};
-          for (int l = 0; l < 4; ++l)
-            if (4 * l + j < valid)
-              _mm512_mask_storeu_epi32(out + (q0 + 4 * l + j) * width + s, store, o[l]);
-        }
+        for (index_t q = 0; q < valid; ++q)
+          _mm512_mask_storeu_epi32(out + (q0 + q) * width + s, store, r[q]);
       }
     }
   }
