@@ -20,6 +20,7 @@
 #include <dafuse/config.hpp>
 
 #include <dafuse/backend/generic/dense.hpp>
+#include <dafuse/backend/generic/loss.hpp>
 #include <dafuse/backend/generic/products.hpp>
 #include <dafuse/backend/generic/update.hpp>
 #include <dafuse/backend/select.hpp>
@@ -566,14 +567,12 @@ class train_step {
     // δz = S/B · (softmax(z) − onehot(y)): the loss scale enters here and nowhere else. The
     // backward of G_y's last layer rounds δz to the stored format.
     const value_type scale = value_type(loss_scale_.scale / double(b));
-    double sum = 0;
-    for (index_t c = 0; c < b; ++c) {
+    for (index_t c = 0; c < b; ++c)
       if (y[c] < 0 || y[c] >= class_count)
         fail("train_step", "source_labels()[" + std::to_string(c) + "]",
              "a class in [0, " + std::to_string(class_count) + ")", std::to_string(y[c]));
-      sum += double(nn::softmax_cross_entropy(&z(0, c), class_count, y[c], scale, &dz(0, c)));
-    }
-    return sum / double(b);
+    return backend::generic::softmax_cross_entropy(z.data, class_count, b, y, scale, dz.data) /
+           double(b);
   }
 
   // Mean BCE on the discriminator's logit over all 2B columns (source 0, target 1); writes δz,
@@ -583,14 +582,9 @@ class train_step {
     const value_type* z = discriminator_.output().data;
     value_type* dz = discriminator_.output_gradient().data;
     const value_type scale = value_type(loss_scale_.scale / double(rows));
-    double sum = 0;
     index_t right = 0;
-    for (index_t c = 0; c < rows; ++c) {
-      const bool is_target = c >= b;
-      sum +=
-          double(nn::binary_cross_entropy_with_logit(z[c], value_type(is_target), scale, &dz[c]));
-      right += is_target ? z[c] > 0 : z[c] < 0;
-    }
+    const double sum =
+        backend::generic::binary_cross_entropy_with_logits(z, rows, b, scale, dz, right);
     report.domain_loss = sum / double(rows);
     report.domain_accuracy = double(right) / double(rows);
   }
