@@ -683,7 +683,7 @@ class eager_step {
         module_region(Net::discriminator_offset, trained_param_count, args_.lr_mult.discriminator)};
     backend::generic::update_parameters<Optim, System>(
         params_.data(), grads_.data(), optim_state_.data(), Net::param_count, regions,
-        std::numeric_limits<double>::infinity());
+        std::numeric_limits<double>::infinity(), !sparse_input);
   }
 
   fit_args args_;

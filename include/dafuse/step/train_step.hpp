@@ -302,8 +302,10 @@ class train_step {
         // Without an adversarial head G_d is not trained: an empty range.
         module_region(Net::discriminator_offset, trained_param_count, clip.discriminator,
                       args_.lr_mult.discriminator)};
-    backend::generic::update_parameters<Optim, System>(
-        params_.data(), grads_.data(), optim_state_.data(), Net::param_count, regions, clip.limit);
+    // A sparse step runs no parallel region before its update (backend/generic/update.hpp).
+    backend::generic::update_parameters<Optim, System>(params_.data(), grads_.data(),
+                                                       optim_state_.data(), Net::param_count,
+                                                       regions, clip.limit, !sparse_input);
     ++step_index_;
     return report;
   }

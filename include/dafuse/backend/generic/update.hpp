@@ -26,6 +26,12 @@ namespace dafuse::backend::generic {
 //! the memory bandwidth that two can. Measured in a step (2 cores, OMP_NUM_THREADS=2, the
 //! profiler's update phase, SGD momentum): office-head, 1.84 M parameters, 1.48-1.69 ms on one
 //! thread against 0.79-0.83 ms on two; digits-mlp, 270 k, 0.25 ms against 0.14 ms.
+//!
+//! That holds when the step's products have just run on the same threads. A step with no parallel
+//! region before its update (a sparse first layer and small dense layers: the amazon
+//! configuration, 500 k parameters) pays for waking the OpenMP team and for the parameters then
+//! sitting in the other core's cache at the next forward: 79-87 µs on one thread against
+//! 192-225 µs split. Such a step passes split = false.
 inline constexpr index_t update_parallel_min = index_t(1) << 17;
 
 //! A contiguous range of parameters updated alike: one module of the network.
@@ -38,7 +44,8 @@ struct update_region {
 
 //! For every parameter i of every region: g = clamp(grads[i] · scale, −limit, limit), then
 //! Optim's update of params[i] with its state (state_stride apart for each state value).
-//! One read of each gradient, one read-modify-write of each parameter and its state.
+//! One read of each gradient, one read-modify-write of each parameter and its state. With
+//! `split` and at least update_parallel_min parameters, every OpenMP thread takes a slice.
 //!
 //! Each parameter's update reads only its own values, so the result is the same however the
 //! range is split. The loops are plain loops that the compiler vectorises: thrust::for_each on
@@ -50,7 +57,8 @@ void update_parameters(T* params,
                        T* state,
                        index_t state_stride,
                        const std::array<update_region<Optim, T>, Regions>& regions,
-                       double limit) {
+                       double limit,
+                       bool split = true) {
   const bool clamp = std::isfinite(limit);
   const T bound = clamp ? T(limit) : T(0);
   // Parameters [first, last) of every region.
@@ -78,7 +86,7 @@ void update_parameters(T* params,
   }
 #if defined(_OPENMP)
   if constexpr (std::is_same_v<System, system::omp>) {
-    if (last - first >= update_parallel_min && omp_get_max_threads() > 1) {
+    if (split && last - first >= update_parallel_min && omp_get_max_threads() > 1) {
 #pragma omp parallel
       {
         // Slices in whole cache lines of T, so no two threads write one line.
