@@ -19,17 +19,39 @@
 
 namespace dafuse::backend::generic {
 
+namespace detail {
+//! Non-zeros ahead whose column of W (or ∂L/∂W) is prefetched: the columns are at random
+//! feature indices, so the hardware prefetcher cannot find them.
+inline constexpr index_t sparse_prefetch_distance = 8;
+
+//! Asks for the `out` values at p to be brought into cache, one request per 64-byte line.
+template <class T>
+inline void prefetch_column(const T* p, index_t out, bool for_write) {
+  for (index_t i = 0; i < out; i += index_t(64 / sizeof(T))) {
+    if (for_write)
+      __builtin_prefetch(p + i, 1);
+    else
+      __builtin_prefetch(p + i, 0);
+  }
+}
+}  // namespace detail
+
 //! y[:, c] = Σ round(v) · W[:, j] over column c's non-zeros (j, v); y is [out, x.cols] and is
 //! overwritten. `Round` turns a stored value into the step's format (identity in fp32).
 template <class Round, class T>
 void sparse_input_product(const T* w, index_t out, sparse_matrix_view<const T> x, T* y) {
   using vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+  const index_t nnz = x.nnz();
   for (index_t c = 0; c < x.cols; ++c) {
     Eigen::Map<vector> yc(y + c * out, out);
     yc.setZero();
-    for (index_t k = x.col_begin(c), end = x.col_begin(c + 1); k < end; ++k)
+    for (index_t k = x.col_begin(c), end = x.col_begin(c + 1); k < end; ++k) {
+      if (k + detail::sparse_prefetch_distance < nnz)
+        detail::prefetch_column(w + index_t(x.indices[k + detail::sparse_prefetch_distance]) * out,
+                                out, false);
       yc += Round::round(x.values[k]) *
             Eigen::Map<const vector>(w + index_t(x.indices[k]) * out, out);
+    }
   }
 }
 
@@ -39,10 +61,15 @@ void sparse_input_product(const T* w, index_t out, sparse_matrix_view<const T> x
 template <class Round, class T>
 void sparse_weight_gradient(const T* dz, index_t out, sparse_matrix_view<const T> x, T* dw) {
   using vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+  const index_t nnz = x.nnz();
   for (index_t c = 0; c < x.cols; ++c) {
     const Eigen::Map<const vector> dzc(dz + c * out, out);
-    for (index_t k = x.col_begin(c), end = x.col_begin(c + 1); k < end; ++k)
+    for (index_t k = x.col_begin(c), end = x.col_begin(c + 1); k < end; ++k) {
+      if (k + detail::sparse_prefetch_distance < nnz)
+        detail::prefetch_column(dw + index_t(x.indices[k + detail::sparse_prefetch_distance]) * out,
+                                out, true);
       Eigen::Map<vector>(dw + index_t(x.indices[k]) * out, out) += Round::round(x.values[k]) * dzc;
+    }
   }
 }
 
