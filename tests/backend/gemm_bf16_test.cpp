@@ -97,8 +97,10 @@ void check_all_sizes() {
   // Larger than one block of every loop (mc = 256, kc = 512, nc = 3072 on the native path),
   // with an odd k.
   check_product<OpA, OpB>(300, 41, 1031, 0.25f, 0.5f, false);
-  // Above gemm_parallel_flops (2^26): columns split over two threads, each with its buffers.
+  // Above gemm_parallel_flops: C split over two threads along its longer side (rows, then
+  // columns), each thread with its buffers.
   check_product<OpA, OpB>(301, 250, 451, 1.0f, 0.0f, true, 2);
+  check_product<OpA, OpB>(250, 301, 451, 1.0f, 0.0f, true, 2);
 }
 
 }  // namespace
