@@ -187,9 +187,30 @@ void micro_kernel(index_t pairs,
 }
 
 //! One thread's packing buffers: a [mc, kc] block of A and a [kc, nc] block of B, as k-pairs.
-struct bf16_panels {
-  aligned_array<std::uint32_t> a, b;
-  index_t mc = 0, kc = 0, nc = 0;
+using bf16_panels = packed_panels<std::uint32_t>;
+
+//! The bf16 kernel for blocked_product (simd.hpp): k-pairs of bf16 in 32-bit words.
+struct bf16_kernel {
+  using packed = std::uint32_t;
+  static constexpr index_t mr = bf16_mr, nr = bf16_nr;
+  static index_t steps(index_t kc) { return (kc + 1) / 2; }
+  template <bool KContiguous>
+  static void pack(
+      std::uint32_t* out, index_t width, const float* x, index_t ld, index_t count, index_t k) {
+    pack_panel<KContiguous>(out, width, x, ld, count, k);
+  }
+  template <int Vectors>
+  static void tile(index_t pairs,
+                   const std::uint32_t* a,
+                   const std::uint32_t* b,
+                   float alpha,
+                   float beta,
+                   float* c,
+                   index_t ldc,
+                   index_t rows,
+                   index_t cols) {
+    micro_kernel<Vectors>(pairs, a, b, alpha, beta, c, ldc, rows, cols);
+  }
 };
 
 //! The blocked product on one thread, into `p`'s buffers.
@@ -206,46 +227,8 @@ void gemm_bf16_blocked(bf16_panels& p,
                        float beta,
                        float* c,
                        index_t ldc) {
-  // op(A)(i, l) = a[i + l·lda] (op::none: i contiguous) or a[i·lda + l] (op::transpose);
-  // op(B)(l, j) = b[l + j·ldb] (op::none: l contiguous) or b[l·ldb + j] (op::transpose).
-  const auto a_at = [&](index_t i, index_t l) {
-    return OpA == op::none ? a + i + l * lda : a + i * lda + l;
-  };
-  const auto b_at = [&](index_t l, index_t j) {
-    return OpB == op::none ? b + l + j * ldb : b + l * ldb + j;
-  };
-  for (index_t jc = 0; jc < n; jc += p.nc) {
-    const index_t nc = std::min(p.nc, n - jc);
-    for (index_t pc = 0; pc < k; pc += p.kc) {
-      const index_t kc = std::min(p.kc, k - pc), pairs = (kc + 1) / 2;
-      // β applies once, with the first k block; later blocks add to C.
-      const float beta_block = pc == 0 ? beta : 1.0f;
-      for (index_t jr = 0; jr < nc; jr += bf16_nr)
-        pack_panel<OpB == op::none>(p.b.data() + jr * pairs, bf16_nr, b_at(pc, jc + jr), ldb,
-                                    std::min(bf16_nr, nc - jr), kc);
-      for (index_t ic = 0; ic < m; ic += p.mc) {
-        const index_t mc = std::min(p.mc, m - ic);
-        // Panels of 32 rows, the last one 16 wide when it holds no more than 16.
-        for (index_t ir = 0; ir < mc; ir += bf16_mr) {
-          const index_t rows = std::min(bf16_mr, mc - ir);
-          pack_panel<OpA == op::transpose>(p.a.data() + ir * pairs, rows <= 16 ? 16 : bf16_mr,
-                                           a_at(ic + ir, pc), lda, rows, kc);
-        }
-        // The B micro-panel stays in L1 while the A block streams from L2 past it.
-        for (index_t jr = 0; jr < nc; jr += bf16_nr)
-          for (index_t ir = 0; ir < mc; ir += bf16_mr) {
-            const index_t rows = std::min(bf16_mr, mc - ir), cols = std::min(bf16_nr, nc - jr);
-            const std::uint32_t* ap = p.a.data() + ir * pairs;
-            const std::uint32_t* bp = p.b.data() + jr * pairs;
-            float* cp = c + (ic + ir) + (jc + jr) * ldc;
-            if (rows <= 16)
-              micro_kernel<1>(pairs, ap, bp, alpha, beta_block, cp, ldc, rows, cols);
-            else
-              micro_kernel<2>(pairs, ap, bp, alpha, beta_block, cp, ldc, rows, cols);
-          }
-      }
-    }
-  }
+  blocked_product<bf16_kernel, OpA == op::transpose, OpB == op::transpose>(
+      p, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 #endif  // DAFUSE_GEMM_BF16_NATIVE

@@ -50,10 +50,7 @@ inline constexpr index_t fp32_mc = 192;
 inline constexpr index_t fp32_nc = 3072;
 
 //! One thread's packing buffers for fp32 products: a [mc, kc] block of A and a [kc, nc] of B.
-struct fp32_panels {
-  aligned_array<float> a, b;
-  index_t mc = 0, kc = 0, nc = 0;
-};
+using fp32_panels = packed_panels<float>;
 
 //! Packing buffers for products up to [max_m, max_k]·[max_k, max_n].
 inline fp32_panels make_fp32_panels(index_t max_m, index_t max_n, index_t max_k) {
@@ -172,7 +169,33 @@ void fp32_tile(index_t k,
     fp32_micro_kernel<Vectors, 1>(k, a, b, alpha, beta, c, ldc, rows, cols);
 }
 
-//! C = α·op(A)·op(B) + β·C on one thread, into `p`'s buffers; m, n, k > 0.
+//! The fp32 kernel for blocked_product (simd.hpp).
+struct fp32_kernel {
+  using packed = float;
+  static constexpr index_t mr = fp32_mr, nr = fp32_nr;
+  static index_t steps(index_t kc) { return kc; }
+  template <bool KContiguous>
+  static void pack(
+      float* out, index_t width, const float* x, index_t ld, index_t count, index_t k) {
+    pack_fp32<!KContiguous>(out, width, x, ld, count, k);
+  }
+  template <int Vectors>
+  static void tile(index_t k,
+                   const float* a,
+                   const float* b,
+                   float alpha,
+                   float beta,
+                   float* c,
+                   index_t ldc,
+                   index_t rows,
+                   index_t cols) {
+    fp32_tile<Vectors>(k, a, b, alpha, beta, c, ldc, rows, cols);
+  }
+};
+
+//! C = α·op(A)·op(B) + β·C on one thread, into `p`'s buffers; m, n, k > 0. (Reading A in place
+//! when its rows are contiguous skips packing it but was slower: 82 against 126 GFLOP/s for
+//! [1024, 1024]·[1024, 64], whose A is then read with a 4 KiB stride.)
 template <bool TransA, bool TransB>
 void gemm_fp32_blocked(fp32_panels& p,
                        index_t m,
@@ -186,49 +209,7 @@ void gemm_fp32_blocked(fp32_panels& p,
                        float beta,
                        float* c,
                        index_t ldc) {
-  // op(A)(i, l) = a[i + l·lda], or a[i·lda + l] transposed; op(B)(l, j) = b[l + j·ldb], or
-  // b[l·ldb + j] transposed.
-  const auto a_at = [&](index_t i, index_t l) {
-    return TransA ? a + i * lda + l : a + i + l * lda;
-  };
-  const auto b_at = [&](index_t l, index_t j) {
-    return TransB ? b + l * ldb + j : b + l + j * ldb;
-  };
-  for (index_t jc = 0; jc < n; jc += p.nc) {
-    const index_t nc = std::min(p.nc, n - jc);
-    for (index_t pc = 0; pc < k; pc += p.kc) {
-      const index_t kc = std::min(p.kc, k - pc);
-      // β applies once, with the first k block; later blocks add to C.
-      const float beta_block = pc == 0 ? beta : 1.0f;
-      // The B panel's "rows" are its columns j: contiguous in j only when B is transposed.
-      for (index_t jr = 0; jr < nc; jr += fp32_nr)
-        pack_fp32<TransB>(p.b.data() + jr * kc, fp32_nr, b_at(pc, jc + jr), ldb,
-                          std::min(fp32_nr, nc - jr), kc);
-      for (index_t ic = 0; ic < m; ic += p.mc) {
-        const index_t mc = std::min(p.mc, m - ic);
-        // Panels of 32 rows, the last one 16 wide when it holds no more than 16. (Reading A in
-        // place when its rows are contiguous skips this copy but was slower: 82 against 126
-        // GFLOP/s for [1024, 1024]·[1024, 64], whose A is read with a 4 KiB stride.)
-        for (index_t ir = 0; ir < mc; ir += fp32_mr) {
-          const index_t rows = std::min(fp32_mr, mc - ir);
-          pack_fp32<!TransA>(p.a.data() + ir * kc, rows <= 16 ? 16 : fp32_mr, a_at(ic + ir, pc),
-                             lda, rows, kc);
-        }
-        // The B micro-panel stays in L1 while the A block streams from L2 past it.
-        for (index_t jr = 0; jr < nc; jr += fp32_nr)
-          for (index_t ir = 0; ir < mc; ir += fp32_mr) {
-            const index_t rows = std::min(fp32_mr, mc - ir), cols = std::min(fp32_nr, nc - jr);
-            const float* bp = p.b.data() + jr * kc;
-            float* cp = c + (ic + ir) + (jc + jr) * ldc;
-            const float* ap = p.a.data() + ir * kc;
-            if (rows <= 16)
-              fp32_tile<1>(kc, ap, bp, alpha, beta_block, cp, ldc, rows, cols);
-            else
-              fp32_tile<2>(kc, ap, bp, alpha, beta_block, cp, ldc, rows, cols);
-          }
-      }
-    }
-  }
+  blocked_product<fp32_kernel, TransA, TransB>(p, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 #endif  // DAFUSE_GEMM_FP32_NATIVE

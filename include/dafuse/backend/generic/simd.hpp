@@ -43,6 +43,14 @@ class aligned_array {
   std::size_t size_ = 0;
 };
 
+//! One thread's packing buffers for a blocked product: a [mc, kc] block of A and a [kc, nc] block
+//! of B, each element a `Packed` value (an fp32, or a pair of bf16 in one 32-bit word).
+template <class Packed>
+struct packed_panels {
+  aligned_array<Packed> a, b;
+  index_t mc = 0, kc = 0, nc = 0;
+};
+
 //! x rounded up to a multiple of `to`.
 inline index_t round_up(index_t x, index_t to) {
   return (x + to - 1) / to * to;
@@ -80,6 +88,70 @@ inline void transpose_16x16(__m512i r[16]) {
     r[4 + j] = _mm512_shuffle_i32x4(v0, v2, 0xdd);
     r[8 + j] = _mm512_shuffle_i32x4(v1, v3, 0x88);
     r[12 + j] = _mm512_shuffle_i32x4(v1, v3, 0xdd);
+  }
+}
+
+//! C = α·op(A)·op(B) + β·C on one thread with Goto & van de Geijn's blocking, for a `Kernel`
+//! that packs and multiplies its own way (gemm_fp32.hpp, gemm_bf16.hpp). m, n, k > 0. Kernel has
+//! `packed` (the buffers' element), `mr` and `nr` (the register tile), `steps(kc)` (packed steps
+//! for kc values of k: kc, or ⌈kc/2⌉ bf16 pairs), `pack<KContiguous>(out, width, x, ld, count,
+//! kc)` (`count` ≤ width rows of op(X) for one micro-panel, element (i, l) at x[i·ld + l] when
+//! KContiguous, else x[i + l·ld]) and `tile<Vectors>(steps, a, b, α, β, c, ldc, rows, cols)`
+//! (one [16·Vectors, nr] tile of C from packed panels; β = 0 does not read C).
+template <class Kernel, bool TransA, bool TransB>
+void blocked_product(packed_panels<typename Kernel::packed>& p,
+                     index_t m,
+                     index_t n,
+                     index_t k,
+                     float alpha,
+                     const float* a,
+                     index_t lda,
+                     const float* b,
+                     index_t ldb,
+                     float beta,
+                     float* c,
+                     index_t ldc) {
+  constexpr index_t mr = Kernel::mr, nr = Kernel::nr;
+  // op(A)(i, l) = a[i + l·lda], or a[i·lda + l] transposed; op(B)(l, j) = b[l + j·ldb], or
+  // b[l·ldb + j] transposed. A micro-panel of B holds columns j of op(B): k runs along B's
+  // contiguous index unless B is transposed.
+  const auto a_at = [&](index_t i, index_t l) {
+    return TransA ? a + i * lda + l : a + i + l * lda;
+  };
+  const auto b_at = [&](index_t l, index_t j) {
+    return TransB ? b + l * ldb + j : b + l + j * ldb;
+  };
+  for (index_t jc = 0; jc < n; jc += p.nc) {
+    const index_t nc = std::min(p.nc, n - jc);
+    for (index_t pc = 0; pc < k; pc += p.kc) {
+      const index_t kc = std::min(p.kc, k - pc), steps = Kernel::steps(kc);
+      // β applies once, with the first k block; later blocks add to C.
+      const float beta_block = pc == 0 ? beta : 1.0f;
+      for (index_t jr = 0; jr < nc; jr += nr)
+        Kernel::template pack<!TransB>(p.b.data() + jr * steps, nr, b_at(pc, jc + jr), ldb,
+                                       std::min(nr, nc - jr), kc);
+      for (index_t ic = 0; ic < m; ic += p.mc) {
+        const index_t mc = std::min(p.mc, m - ic);
+        // Panels of mr rows, the last one 16 wide when it holds no more than 16.
+        for (index_t ir = 0; ir < mc; ir += mr) {
+          const index_t rows = std::min(mr, mc - ir);
+          Kernel::template pack<TransA>(p.a.data() + ir * steps, rows <= 16 ? 16 : mr,
+                                        a_at(ic + ir, pc), lda, rows, kc);
+        }
+        // The B micro-panel stays in L1 while the A block streams from L2 past it.
+        for (index_t jr = 0; jr < nc; jr += nr)
+          for (index_t ir = 0; ir < mc; ir += mr) {
+            const index_t rows = std::min(mr, mc - ir), cols = std::min(nr, nc - jr);
+            const auto* ap = p.a.data() + ir * steps;
+            const auto* bp = p.b.data() + jr * steps;
+            float* cp = c + (ic + ir) + (jc + jr) * ldc;
+            if (rows <= 16)
+              Kernel::template tile<1>(steps, ap, bp, alpha, beta_block, cp, ldc, rows, cols);
+            else
+              Kernel::template tile<2>(steps, ap, bp, alpha, beta_block, cp, ldc, rows, cols);
+          }
+      }
+    }
   }
 }
 
