@@ -162,7 +162,7 @@ void gemm(gemm_workspace<T>& ws,
     T* cb = c + i0 + j0 * ldc;
     if constexpr (native) {
 #if DAFUSE_GEMM_FP32_NATIVE
-      detail::gemm_fp32_blocked<OpA == op::transpose, OpB == op::transpose>(
+      detail::blocked_product<detail::fp32_kernel, OpA == op::transpose, OpB == op::transpose>(
           ws.panels(t), rows, cols, k, alpha, ab, lda, bb, ldb, beta_kernel, cb, ldc);
 #endif
     } else {

@@ -213,24 +213,6 @@ struct bf16_kernel {
   }
 };
 
-//! The blocked product on one thread, into `p`'s buffers.
-template <op OpA, op OpB>
-void gemm_bf16_blocked(bf16_panels& p,
-                       index_t m,
-                       index_t n,
-                       index_t k,
-                       float alpha,
-                       const float* a,
-                       index_t lda,
-                       const float* b,
-                       index_t ldb,
-                       float beta,
-                       float* c,
-                       index_t ldc) {
-  blocked_product<bf16_kernel, OpA == op::transpose, OpB == op::transpose>(
-      p, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
 #endif  // DAFUSE_GEMM_BF16_NATIVE
 
 }  // namespace detail
@@ -354,8 +336,8 @@ void gemm_bf16(bf16_gemm_workspace& ws,
           ? 1
           : std::max(1, std::min<int>(int(ws.panels_.size()), int((side + tile - 1) / tile)));
   if (threads == 1) {
-    detail::gemm_bf16_blocked<OpA, OpB>(ws.panels_[0], m, n, k, alpha, a, lda, b, ldb, beta, c,
-                                        ldc);
+    detail::blocked_product<detail::bf16_kernel, OpA == op::transpose, OpB == op::transpose>(
+        ws.panels_[0], m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
 #if defined(_OPENMP)
@@ -371,11 +353,13 @@ void gemm_bf16(bf16_gemm_workspace& ws,
     const index_t last = std::min<index_t>(side, first + per);
     if (first >= last) continue;
     if (split_rows)
-      detail::gemm_bf16_blocked<OpA, OpB>(ws.panels_[std::size_t(t)], last - first, n, k, alpha,
-                                          a_rows(first), lda, b, ldb, beta, c + first, ldc);
+      detail::blocked_product<detail::bf16_kernel, OpA == op::transpose, OpB == op::transpose>(
+          ws.panels_[std::size_t(t)], last - first, n, k, alpha, a_rows(first), lda, b, ldb, beta,
+          c + first, ldc);
     else
-      detail::gemm_bf16_blocked<OpA, OpB>(ws.panels_[std::size_t(t)], m, last - first, k, alpha, a,
-                                          lda, b_columns(first), ldb, beta, c + first * ldc, ldc);
+      detail::blocked_product<detail::bf16_kernel, OpA == op::transpose, OpB == op::transpose>(
+          ws.panels_[std::size_t(t)], m, last - first, k, alpha, a, lda, b_columns(first), ldb,
+          beta, c + first * ldc, ldc);
   }
 #endif
 #else

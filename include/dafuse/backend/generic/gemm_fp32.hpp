@@ -169,7 +169,9 @@ void fp32_tile(index_t k,
     fp32_micro_kernel<Vectors, 1>(k, a, b, alpha, beta, c, ldc, rows, cols);
 }
 
-//! The fp32 kernel for blocked_product (simd.hpp).
+//! The fp32 kernel for blocked_product (simd.hpp). (Reading A in place when its rows are
+//! contiguous would skip packing it, but was slower: 82 against 126 GFLOP/s for
+//! [1024, 1024]·[1024, 64], whose A is then read with a 4 KiB stride.)
 struct fp32_kernel {
   using packed = float;
   static constexpr index_t mr = fp32_mr, nr = fp32_nr;
@@ -192,25 +194,6 @@ struct fp32_kernel {
     fp32_tile<Vectors>(k, a, b, alpha, beta, c, ldc, rows, cols);
   }
 };
-
-//! C = α·op(A)·op(B) + β·C on one thread, into `p`'s buffers; m, n, k > 0. (Reading A in place
-//! when its rows are contiguous skips packing it but was slower: 82 against 126 GFLOP/s for
-//! [1024, 1024]·[1024, 64], whose A is then read with a 4 KiB stride.)
-template <bool TransA, bool TransB>
-void gemm_fp32_blocked(fp32_panels& p,
-                       index_t m,
-                       index_t n,
-                       index_t k,
-                       float alpha,
-                       const float* a,
-                       index_t lda,
-                       const float* b,
-                       index_t ldb,
-                       float beta,
-                       float* c,
-                       index_t ldc) {
-  blocked_product<fp32_kernel, TransA, TransB>(p, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
 
 #endif  // DAFUSE_GEMM_FP32_NATIVE
 
