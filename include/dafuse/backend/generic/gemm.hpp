@@ -6,9 +6,9 @@
 //! Eigen's `a.noalias() = b * c` allocates its packing buffers on every call once they pass
 //! EIGEN_STACK_ALLOCATION_LIMIT, and its OpenMP path allocates on every call whatever the size.
 //! A training step must not allocate, so dafuse calls Eigen 3.4's blocked product
-//! (internal::general_matrix_matrix_product, Goto & van de Geijn's algorithm) directly, with one
-//! packing buffer per thread sized at construction for the largest product of the step, and
-//! splits the output's columns across OpenMP threads itself.
+//! (internal::general_matrix_matrix_product, Goto & van de Geijn's algorithm) directly, or its own
+//! fp32 kernel, with packing buffers per thread sized at construction for the largest product of
+//! the step, and splits the output along its longer side across OpenMP threads itself.
 #pragma once
 #include <dafuse/config.hpp>
 
