@@ -115,6 +115,57 @@ class gemm_workspace {
 //! (2048-256, G_d 256-1024-1024) 5.1 ms against 4.3 ms.
 inline constexpr double gemm_parallel_flops = double(1 << 24);
 
+namespace detail {
+//! Runs one product C[m, n] = op(A)[m, k]·op(B)[k, n] as blocks of C, one per thread:
+//! `block(t, rows, cols, a_block, b_block, c_block)` computes a [rows, cols] block of C, whose
+//! rows of op(A), columns of op(B) and place in C the pointers give, with thread t's buffers.
+//! Below gemm_parallel_flops, or with one thread: the whole product on the calling thread.
+//! Otherwise C is split over up to `max_threads` OpenMP threads along its longer side, in whole
+//! register tiles (`row_tile` rows or `col_tile` columns), the last block shorter. Each thread
+//! reads all of the other operand, so splitting the longer side makes that the smaller one: a
+//! DANN product is usually wide in features and short in samples (office-head's G_d:
+//! [1024, 1024]·[1024, 64]), and splitting its 64 columns made both cores stream all 4 MB of W
+//! where splitting its 1024 rows reads W once.
+template <op OpA, op OpB, class T, class Block>
+void split_product(index_t m,
+                   index_t n,
+                   index_t k,
+                   int max_threads,
+                   index_t row_tile,
+                   index_t col_tile,
+                   const T* a,
+                   index_t lda,
+                   const T* b,
+                   index_t ldb,
+                   T* c,
+                   index_t ldc,
+                   Block&& block) {
+  const bool split_rows = m > n;
+  const index_t side = split_rows ? m : n, tile = split_rows ? row_tile : col_tile;
+  const int threads = 2.0 * double(m) * double(n) * double(k) < gemm_parallel_flops
+                          ? 1
+                          : std::max(1, std::min<int>(max_threads, int((side + tile - 1) / tile)));
+  if (threads <= 1) {
+    block(0, m, n, a, b, c);
+    return;
+  }
+#if defined(_OPENMP)
+#pragma omp parallel for num_threads(threads) schedule(static)
+#endif
+  for (int t = 0; t < threads; ++t) {
+    const index_t per = ((side + threads - 1) / threads + tile - 1) / tile * tile;
+    const index_t first = std::min<index_t>(side, t * per);
+    const index_t count = std::min<index_t>(side, first + per) - first;
+    if (count <= 0) continue;
+    // Row i of op(A): row i of A, or column i of A when transposed; column j of op(B) likewise.
+    if (split_rows)
+      block(t, count, n, OpA == op::none ? a + first : a + first * lda, b, c + first);
+    else
+      block(t, m, count, a, OpB == op::none ? b + first * ldb : b + first, c + first * ldc);
+  }
+}
+}  // namespace detail
+
 //! C[m, n] = α·op(A)·op(B) + β·C, every matrix column-major with its leading dimension.
 //! op(A) is [m, k], op(B) is [k, n]. Allocates nothing.
 template <op OpA, op OpB, class T>
@@ -151,50 +202,19 @@ void gemm(gemm_workspace<T>& ws,
     fail("gemm", "workspace", "one sized at construction (gemm_workspace(m, n, k))",
          "a default-constructed one");
 
-  const int threads = 2.0 * double(m) * double(n) * double(k) < gemm_parallel_flops
-                          ? 1
-                          : std::max(1, std::min<int>(ws.threads(), int(std::max(m, n) / 8)));
-  // One thread's block of C: rows [i0, i0 + rows) and columns [j0, j0 + cols).
-  const auto block = [&](int t, index_t i0, index_t rows, index_t j0, index_t cols) {
-    // Row i of op(A): row i of A, or column i of A when transposed; column j of op(B) likewise.
-    const T* ab = OpA == op::none ? a + i0 : a + i0 * lda;
-    const T* bb = OpB == op::none ? b + j0 * ldb : b + j0;
-    T* cb = c + i0 + j0 * ldc;
-    if constexpr (native) {
+  // Blocks of C in whole register tiles (dafuse's kernel: 32 rows or 12 columns; Eigen's: 16).
+  detail::split_product<OpA, OpB>(
+      m, n, k, ws.threads(), native ? 32 : 16, native ? 12 : 16, a, lda, b, ldb, c, ldc,
+      [&](int t, index_t rows, index_t cols, const T* ab, const T* bb, T* cb) {
+        if constexpr (native) {
 #if DAFUSE_GEMM_FP32_NATIVE
-      detail::blocked_product<detail::fp32_kernel, OpA == op::transpose, OpB == op::transpose>(
-          ws.panels(t), rows, cols, k, alpha, ab, lda, bb, ldb, beta_kernel, cb, ldc);
+          detail::blocked_product<detail::fp32_kernel, OpA == op::transpose, OpB == op::transpose>(
+              ws.panels(t), rows, cols, k, alpha, ab, lda, bb, ldb, beta_kernel, cb, ldc);
 #endif
-    } else {
-      product::run(rows, cols, k, ab, lda, bb, ldb, cb, 1, ldc, alpha, ws.blocking(t), nullptr);
-    }
-  };
-  if (threads <= 1) {
-    block(0, 0, m, 0, n);
-    return;
-  }
-  // Each thread computes a block of C and reads all of the other operand: split the longer side
-  // of C, so the operand every thread reads whole is the smaller one. A DANN product is usually
-  // wide in features and short in samples (office-head's G_d: [1024, 1024]·[1024, 64]): splitting
-  // its 64 columns made both cores stream all 4 MB of W, splitting its 1024 rows reads W once.
-  const bool split_rows = m > n;
-  const index_t side = split_rows ? m : n;
-  // Blocks in whole register tiles (dafuse's kernel: 32 rows or 12 columns; Eigen's: 16), the
-  // last one shorter.
-  const index_t tile = native ? (split_rows ? 32 : 12) : 16;
-#if defined(_OPENMP)
-#pragma omp parallel for num_threads(threads) schedule(static)
-#endif
-  for (int t = 0; t < threads; ++t) {
-    const index_t per = ((side + threads - 1) / threads + tile - 1) / tile * tile;
-    const index_t first = std::min<index_t>(side, t * per);
-    const index_t count = std::min<index_t>(side, first + per) - first;
-    if (count <= 0) continue;
-    if (split_rows)
-      block(t, first, count, 0, n);
-    else
-      block(t, 0, m, first, count);
-  }
+        } else {
+          product::run(rows, cols, k, ab, lda, bb, ldb, cb, 1, ldc, alpha, ws.blocking(t), nullptr);
+        }
+      });
 }
 
 template <class T>

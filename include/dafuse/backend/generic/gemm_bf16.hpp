@@ -327,41 +327,14 @@ void gemm_bf16(bf16_gemm_workspace& ws,
     return;
   }
 #if DAFUSE_GEMM_BF16_NATIVE
-  // Split C along its longer side, as gemm does (gemm.hpp): the operand every thread reads and
-  // packs whole is then the smaller one.
-  const bool split_rows = m > n;
-  const index_t side = split_rows ? m : n, tile = split_rows ? detail::bf16_mr : detail::bf16_nr;
-  const int threads =
-      2.0 * double(m) * double(n) * double(k) < gemm_parallel_flops
-          ? 1
-          : std::max(1, std::min<int>(int(ws.panels_.size()), int((side + tile - 1) / tile)));
-  if (threads == 1) {
-    detail::blocked_product<detail::bf16_kernel, OpA == op::transpose, OpB == op::transpose>(
-        ws.panels_[0], m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
-#if defined(_OPENMP)
-  // Row i of op(A): row i of A, or column i of A when transposed; column j of op(B) likewise.
-  const auto a_rows = [&](index_t i) { return OpA == op::none ? a + i : a + i * lda; };
-  const auto b_columns = [&](index_t j) { return OpB == op::none ? b + j * ldb : b + j; };
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int t = 0; t < threads; ++t) {
-    // Whole micro-tiles per thread; each packs its own copy of the other operand (the price of
-    // no shared state).
-    const index_t per = detail::round_up((side + threads - 1) / threads, tile);
-    const index_t first = std::min<index_t>(side, t * per);
-    const index_t last = std::min<index_t>(side, first + per);
-    if (first >= last) continue;
-    if (split_rows)
-      detail::blocked_product<detail::bf16_kernel, OpA == op::transpose, OpB == op::transpose>(
-          ws.panels_[std::size_t(t)], last - first, n, k, alpha, a_rows(first), lda, b, ldb, beta,
-          c + first, ldc);
-    else
-      detail::blocked_product<detail::bf16_kernel, OpA == op::transpose, OpB == op::transpose>(
-          ws.panels_[std::size_t(t)], m, last - first, k, alpha, a, lda, b_columns(first), ldb,
-          beta, c + first * ldc, ldc);
-  }
-#endif
+  // Whole micro-tiles per thread; each packs its own copy of the other operand (the price of no
+  // shared state).
+  detail::split_product<OpA, OpB>(
+      m, n, k, int(ws.panels_.size()), detail::bf16_mr, detail::bf16_nr, a, lda, b, ldb, c, ldc,
+      [&](int t, index_t rows, index_t cols, const float* ab, const float* bb, float* cb) {
+        detail::blocked_product<detail::bf16_kernel, OpA == op::transpose, OpB == op::transpose>(
+            ws.panels_[std::size_t(t)], rows, cols, k, alpha, ab, lda, bb, ldb, beta, cb, ldc);
+      });
 #else
   // Round A and B as stored (op(X) is the same transpose of the copy), then Eigen's fp32 kernel:
   // products of bf16 values are exact in fp32, so only the order of the sums differs from the

@@ -146,29 +146,6 @@ void fp32_micro_kernel(index_t k,
   }
 }
 
-//! fp32_micro_kernel with the fewest columns (12, 8, 4, 2 or 1) that hold `cols`.
-template <int Vectors>
-void fp32_tile(index_t k,
-               const float* a,
-               const float* b,
-               float alpha,
-               float beta,
-               float* c,
-               index_t ldc,
-               index_t rows,
-               index_t cols) {
-  if (cols > 8)
-    fp32_micro_kernel<Vectors, 12>(k, a, b, alpha, beta, c, ldc, rows, cols);
-  else if (cols > 4)
-    fp32_micro_kernel<Vectors, 8>(k, a, b, alpha, beta, c, ldc, rows, cols);
-  else if (cols > 2)
-    fp32_micro_kernel<Vectors, 4>(k, a, b, alpha, beta, c, ldc, rows, cols);
-  else if (cols > 1)
-    fp32_micro_kernel<Vectors, 2>(k, a, b, alpha, beta, c, ldc, rows, cols);
-  else
-    fp32_micro_kernel<Vectors, 1>(k, a, b, alpha, beta, c, ldc, rows, cols);
-}
-
 //! The fp32 kernel for blocked_product (simd.hpp). (Reading A in place when its rows are
 //! contiguous would skip packing it, but was slower: 82 against 126 GFLOP/s for
 //! [1024, 1024]·[1024, 64], whose A is then read with a 4 KiB stride.)
@@ -181,6 +158,7 @@ struct fp32_kernel {
       float* out, index_t width, const float* x, index_t ld, index_t count, index_t k) {
     pack_fp32<!KContiguous>(out, width, x, ld, count, k);
   }
+  //! fp32_micro_kernel with the fewest columns (12, 8, 4, 2 or 1) that hold `cols`.
   template <int Vectors>
   static void tile(index_t k,
                    const float* a,
@@ -191,7 +169,16 @@ struct fp32_kernel {
                    index_t ldc,
                    index_t rows,
                    index_t cols) {
-    fp32_tile<Vectors>(k, a, b, alpha, beta, c, ldc, rows, cols);
+    if (cols > 8)
+      fp32_micro_kernel<Vectors, 12>(k, a, b, alpha, beta, c, ldc, rows, cols);
+    else if (cols > 4)
+      fp32_micro_kernel<Vectors, 8>(k, a, b, alpha, beta, c, ldc, rows, cols);
+    else if (cols > 2)
+      fp32_micro_kernel<Vectors, 4>(k, a, b, alpha, beta, c, ldc, rows, cols);
+    else if (cols > 1)
+      fp32_micro_kernel<Vectors, 2>(k, a, b, alpha, beta, c, ldc, rows, cols);
+    else
+      fp32_micro_kernel<Vectors, 1>(k, a, b, alpha, beta, c, ldc, rows, cols);
   }
 };
 
