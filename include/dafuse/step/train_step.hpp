@@ -230,6 +230,10 @@ class train_step {
                                      discriminator_stack::max_width, input_width});
     const index_t longest = std::max(rows, chunk);
     gemm_ = products_type(widest, std::max(widest, longest), std::max(widest, longest));
+    std::size_t next = 0;
+    add_weight_blocks<feature_stack>(Net::features_offset, rows, next);
+    add_weight_blocks<classifier_stack>(Net::classifier_offset, b, next);
+    add_weight_blocks<discriminator_stack>(Net::discriminator_offset, rows, next);
     initialize_parameters(args_.seed);
   }
 
@@ -303,9 +307,10 @@ class train_step {
         module_region(Net::discriminator_offset, trained_param_count, clip.discriminator,
                       args_.lr_mult.discriminator)};
     // A sparse step runs no parallel region before its update (backend/generic/update.hpp).
-    backend::generic::update_parameters<Optim, System>(params_.data(), grads_.data(),
-                                                       optim_state_.data(), Net::param_count,
-                                                       regions, clip.limit, !sparse_input);
+    // A dense step's threads each update the weights whose gradients they wrote.
+    backend::generic::update_parameters<Optim, System>(
+        params_.data(), grads_.data(), optim_state_.data(), Net::param_count, regions, clip.limit,
+        !sparse_input, weight_blocks_);
     ++step_index_;
     return report;
   }
@@ -418,6 +423,25 @@ class train_step {
   const fit_args& args() const { return args_; }
 
  private:
+  //! Records the weight matrices of `Stack`, whose parameters start at `offset`, from
+  //! weight_blocks_[next] on: ∂L/∂W = δz·xᵀ is a [out, in] product over `columns` samples.
+  template <class Stack>
+  void add_weight_blocks(index_t offset, index_t columns, std::size_t& next) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (
+          [&] {
+            using layer = typename Stack::template layer<I>;
+            constexpr bool sparse = I == 0 && sparse_input;
+            weight_blocks_[next++] = {
+                offset + Stack::template param_offset<I>(), layer::out, layer::in,
+                sparse ? backend::generic::detail::product_split::one_thread(layer::out, layer::in)
+                       : gemm_.split(layer::out, layer::in, columns)};
+          }(),
+          ...);
+    }
+    (std::make_index_sequence<Stack::depth>{});
+  }
+
   template <class Stack>
   using stack_scratch = backend::generic::stack_scratch<Stack, value_type>;
   using products_type = backend::generic::products_for<compute_format, value_type>;
@@ -614,6 +638,11 @@ class train_step {
   stack_scratch<feature_stack> eval_features_;
   stack_scratch<classifier_stack> eval_classifier_;
   products_type gemm_;
+  // Every weight matrix, in parameter order, and how gemm_ splits the product that writes its
+  // gradient (the update follows it; a sparse first layer's gradient is one thread's).
+  std::array<backend::generic::weight_block,
+             feature_stack::depth + classifier_stack::depth + discriminator_stack::depth>
+      weight_blocks_{};
   grad_norms norms_;
   loss_scale_state loss_scale_;
   index_t step_index_ = 0;

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <memory>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 static_assert(EIGEN_WORLD_VERSION == 3 && EIGEN_MAJOR_VERSION == 4,
@@ -35,6 +36,57 @@ namespace dafuse::backend::generic {
 
 //! Whether a GEMM operand is used as stored or transposed.
 enum class op { none, transpose };
+
+//! Products below this many floating-point operations run on one thread: a parallel region and
+//! operands moving between the cores' caches cost more than half of a smaller product. Measured
+//! on 2 cores (median step, OMP_NUM_THREADS=2, products split along C's longer side): the
+//! digits-mlp DANN step (784-256-256, B = 64 + 64) takes 1.63 ms with every product on one
+//! thread and 1.02 ms with this threshold (2^20 and 2^22 measured the same); office-head
+//! (2048-256, G_d 256-1024-1024) 5.1 ms against 4.3 ms.
+inline constexpr double gemm_parallel_flops = double(1 << 24);
+
+namespace detail {
+//! How split_product divides C[m, n] = op(A)[m, k]·op(B)[k, n] among threads: along its rows or
+//! its columns, in blocks of `per` (whole register tiles), the last block shorter. One thread
+//! (`threads` = 1) takes all of C. The parameter update follows the same split over a weight
+//! gradient (update.hpp), so each core updates the part of ∂L/∂W it has just written.
+struct product_split {
+  bool by_rows = false;  //!< blocks of rows (C is taller than wide), else of columns
+  int threads = 1;       //!< blocks, one per thread
+  index_t side = 0;      //!< rows or columns of C along the split
+  index_t per = 0;       //!< rows or columns per block
+
+  //! All of C[m, n] on one thread.
+  static product_split one_thread(index_t m, index_t n) {
+    const index_t side = m > n ? m : n;
+    return {m > n, 1, side, side};
+  }
+
+  //! Block t's rows or columns [first, second) of C; empty from t = threads on.
+  std::pair<index_t, index_t> range(int t) const {
+    const index_t first = t < threads ? std::min<index_t>(side, index_t(t) * per) : side;
+    return {first, t < threads ? std::min<index_t>(side, first + per) : side};
+  }
+};
+
+//! The split of C[m, n] = op(A)[m, k]·op(B)[k, n] over at most `max_threads` threads in blocks of
+//! whole `row_tile`-row or `col_tile`-column register tiles. Below gemm_parallel_flops, or with
+//! one thread: all of C on one. Otherwise C is split along its longer side. Each thread reads all
+//! of the other operand, so splitting the longer side makes that the smaller one: a DANN product
+//! is usually wide in features and short in samples (office-head's G_d: [1024, 1024]·[1024, 64]),
+//! and splitting its 64 columns made both cores stream all 4 MB of W where splitting its 1024
+//! rows reads W once.
+inline product_split split_for(
+    index_t m, index_t n, index_t k, int max_threads, index_t row_tile, index_t col_tile) {
+  product_split s = product_split::one_thread(m, n);
+  const index_t tile = s.by_rows ? row_tile : col_tile;
+  if (2.0 * double(m) * double(n) * double(k) < gemm_parallel_flops) return s;
+  s.threads = std::max(1, std::min<int>(max_threads, int((s.side + tile - 1) / tile)));
+  s.per = ((s.side + s.threads - 1) / s.threads + tile - 1) / tile * tile;
+  return s;
+}
+
+}  // namespace detail
 
 //! Per-thread packing buffers for every product of a step, sized once for the largest one: for
 //! dafuse's fp32 kernel (`native`) or for Eigen's.
@@ -83,6 +135,15 @@ class gemm_workspace {
     return panels_[std::size_t(t)];
   }
 
+  //! Threads split C in whole register tiles: dafuse's kernel's 32 rows or 12 columns, 16 for
+  //! Eigen's.
+  static constexpr index_t row_tile = native ? detail::fp32_mr : 16;
+  static constexpr index_t col_tile = native ? detail::fp32_nr : 16;
+  //! How gemm() splits C[m, n] = op(A)[m, k]·op(B)[k, n] among this workspace's threads.
+  detail::product_split split(index_t m, index_t n, index_t k) const {
+    return detail::split_for(m, n, k, threads(), row_tile, col_tile);
+  }
+
   //! Stored values are kept as computed: no rounding (see backend/generic/products.hpp).
   static constexpr bool rounds = false;
   static constexpr T round(T x) {
@@ -107,25 +168,11 @@ class gemm_workspace {
   std::vector<detail::fp32_panels> panels_;               // dafuse's fp32 kernel
 };
 
-//! Products below this many floating-point operations run on one thread: a parallel region and
-//! operands moving between the cores' caches cost more than half of a smaller product. Measured
-//! on 2 cores (median step, OMP_NUM_THREADS=2, products split along C's longer side): the
-//! digits-mlp DANN step (784-256-256, B = 64 + 64) takes 1.63 ms with every product on one
-//! thread and 1.02 ms with this threshold (2^20 and 2^22 measured the same); office-head
-//! (2048-256, G_d 256-1024-1024) 5.1 ms against 4.3 ms.
-inline constexpr double gemm_parallel_flops = double(1 << 24);
-
 namespace detail {
-//! Runs one product C[m, n] = op(A)[m, k]·op(B)[k, n] as blocks of C, one per thread:
-//! `block(t, rows, cols, a_block, b_block, c_block)` computes a [rows, cols] block of C, whose
-//! rows of op(A), columns of op(B) and place in C the pointers give, with thread t's buffers.
-//! Below gemm_parallel_flops, or with one thread: the whole product on the calling thread.
-//! Otherwise C is split over up to `max_threads` OpenMP threads along its longer side, in whole
-//! register tiles (`row_tile` rows or `col_tile` columns), the last block shorter. Each thread
-//! reads all of the other operand, so splitting the longer side makes that the smaller one: a
-//! DANN product is usually wide in features and short in samples (office-head's G_d:
-//! [1024, 1024]·[1024, 64]), and splitting its 64 columns made both cores stream all 4 MB of W
-//! where splitting its 1024 rows reads W once.
+//! Runs one product C[m, n] = op(A)[m, k]·op(B)[k, n] as the blocks of C that split_for gives,
+//! one per thread: `block(t, rows, cols, a_block, b_block, c_block)` computes a [rows, cols]
+//! block of C, whose rows of op(A), columns of op(B) and place in C the pointers give, with
+//! thread t's buffers.
 template <op OpA, op OpB, class T, class Block>
 void split_product(index_t m,
                    index_t n,
@@ -140,25 +187,20 @@ void split_product(index_t m,
                    T* c,
                    index_t ldc,
                    Block&& block) {
-  const bool split_rows = m > n;
-  const index_t side = split_rows ? m : n, tile = split_rows ? row_tile : col_tile;
-  const int threads = 2.0 * double(m) * double(n) * double(k) < gemm_parallel_flops
-                          ? 1
-                          : std::max(1, std::min<int>(max_threads, int((side + tile - 1) / tile)));
-  if (threads <= 1) {
+  const product_split split = split_for(m, n, k, max_threads, row_tile, col_tile);
+  if (split.threads <= 1) {
     block(0, m, n, a, b, c);
     return;
   }
 #if defined(_OPENMP)
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(split.threads) schedule(static)
 #endif
-  for (int t = 0; t < threads; ++t) {
-    const index_t per = ((side + threads - 1) / threads + tile - 1) / tile * tile;
-    const index_t first = std::min<index_t>(side, t * per);
-    const index_t count = std::min<index_t>(side, first + per) - first;
+  for (int t = 0; t < split.threads; ++t) {
+    const auto [first, end] = split.range(t);
+    const index_t count = end - first;
     if (count <= 0) continue;
     // Row i of op(A): row i of A, or column i of A when transposed; column j of op(B) likewise.
-    if (split_rows)
+    if (split.by_rows)
       block(t, count, n, OpA == op::none ? a + first : a + first * lda, b, c + first);
     else
       block(t, m, count, a, OpB == op::none ? b + first * ldb : b + first, c + first * ldc);
@@ -202,9 +244,8 @@ void gemm(gemm_workspace<T>& ws,
     fail("gemm", "workspace", "one sized at construction (gemm_workspace(m, n, k))",
          "a default-constructed one");
 
-  // Blocks of C in whole register tiles (dafuse's kernel: 32 rows or 12 columns; Eigen's: 16).
   detail::split_product<OpA, OpB>(
-      m, n, k, ws.threads(), native ? 32 : 16, native ? 12 : 16, a, lda, b, ldb, c, ldc,
+      m, n, k, ws.threads(), ws.row_tile, ws.col_tile, a, lda, b, ldb, c, ldc,
       [&](int t, index_t rows, index_t cols, const T* ab, const T* bb, T* cb) {
         if constexpr (native) {
 #if DAFUSE_GEMM_FP32_NATIVE

@@ -268,6 +268,14 @@ class bf16_gemm_workspace {
   index_t max_k() const {
     return max_k_;
   }
+  //! How gemm_bf16 splits C[m, n] = op(A)[m, k]·op(B)[k, n] among this workspace's threads.
+  detail::product_split split(index_t m, index_t n, index_t k) const {
+#if DAFUSE_GEMM_BF16_NATIVE
+    return detail::split_for(m, n, k, int(panels_.size()), detail::bf16_mr, detail::bf16_nr);
+#else
+    return fp32_.split(m, n, k);
+#endif
+  }
 
  private:
   template <op OpA, op OpB>

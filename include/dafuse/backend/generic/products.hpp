@@ -54,6 +54,10 @@ class mixed_products {
     else
       gemm<OpA, OpB>(kernel_, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
+  //! How product() splits C[m, n] = op(A)[m, k]·op(B)[k, n] among threads.
+  detail::product_split split(index_t m, index_t n, index_t k) const {
+    return kernel_.split(m, n, k);
+  }
 
  private:
   // bf16 operands go to the AVX512-BF16 kernel where the compiler targets it; fp16 (no fast fp16

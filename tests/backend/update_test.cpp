@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tests for backend/generic/update.hpp: the update pass against a plain per-parameter loop of
+// PyTorch's SGD formula (clamped and not, several modules with their own scale and learning
+// rate), and the same bits however it is split: one thread, equal slices, the splits of the
+// weight gradients' products (by rows, by columns, on one thread, biases between), with a team
+// smaller or larger than those splits; Adam's two state values likewise. Also gemm.hpp's
+// split_for, which those splits come from.
+#include <dafuse/backend/generic/update.hpp>
+#include "../check.hpp"
+
+#include <dafuse/core/rng.hpp>
+#include <dafuse/policy/optim.hpp>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <vector>
+
+namespace {
+
+namespace generic = dafuse::backend::generic;
+using dafuse::index_t;
+using generic::detail::product_split;
+
+//! The network's layout: W1 [256, 300], b1, W2 [300, 200] (taller than wide), b2, W3 [3, 40]:
+//! more than update_parallel_min parameters, so a split update runs on every thread.
+struct layout {
+  static constexpr index_t w1 = 0, b1 = w1 + 256 * 300, w2 = b1 + 256, b2 = w2 + 300 * 200,
+                           w3 = b2 + 300, end = w3 + 3 * 40;
+};
+static_assert(layout::end >= generic::update_parallel_min);
+
+//! Values in (−1, 1) from `seed`.
+std::vector<float> random_values(index_t n, std::uint64_t seed) {
+  dafuse::counter_rng rng(seed, dafuse::rng_stream::user);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& x : v) x = rng.uniform(-1.0f, 1.0f);
+  return v;
+}
+
+//! Sets OpenMP's thread count for the scope, then puts it back.
+struct thread_count {
+  int previous = 1;
+  explicit thread_count(int threads) {
+#if defined(_OPENMP)
+    previous = omp_get_max_threads();
+    omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+  }
+  ~thread_count() {
+#if defined(_OPENMP)
+    omp_set_num_threads(previous);
+#endif
+  }
+};
+
+//! The weight blocks of `layout` split as a product over `threads` threads in tiles of 32 rows or
+//! 12 columns (W3's is below gemm_parallel_flops: one thread).
+std::array<generic::weight_block, 3> blocks_for(int threads) {
+  const auto block = [&](index_t begin, index_t rows, index_t cols) {
+    return generic::weight_block{begin, rows, cols,
+                                 generic::detail::split_for(rows, cols, 4096, threads, 32, 12)};
+  };
+  return {block(layout::w1, 256, 300), block(layout::w2, 300, 200), block(layout::w3, 3, 40)};
+}
+
+//! Two modules: [0, b2 + 300) at scale 0.5, lr 0.1, and W3 at scale 2, lr 0.01.
+template <class Optim>
+std::array<generic::update_region<Optim, float>, 2> two_modules(
+    const typename Optim::template coefficients<float>& first,
+    const typename Optim::template coefficients<float>& second) {
+  return {generic::update_region<Optim, float>{0, layout::w3, 0.5f, first},
+          generic::update_region<Optim, float>{layout::w3, layout::end, 2.0f, second}};
+}
+
+using sgd_coefficients = dafuse::optim::sgd::coefficients<float>;
+constexpr sgd_coefficients sgd_task{0.1f, 0.9f, 0.0f, 1e-3f, false, false};
+constexpr sgd_coefficients sgd_head{0.01f, 0.5f, 0.1f, 0.0f, false, false};
+
+//! Parameters and momentum after one SGD update (limit: the clamp, ∞ for none) with `threads`,
+//! `split` and `weights` as given.
+struct sgd_result {
+  std::vector<float> params, state;
+};
+sgd_result sgd_update(int threads,
+                      bool split,
+                      std::span<const generic::weight_block> weights,
+                      double limit) {
+  thread_count scope(threads);
+  sgd_result r{random_values(layout::end, 1), random_values(layout::end, 3)};
+  const std::vector<float> grads = random_values(layout::end, 2);
+  generic::update_parameters<dafuse::optim::sgd, dafuse::system::omp>(
+      r.params.data(), grads.data(), r.state.data(), layout::end,
+      two_modules<dafuse::optim::sgd>(sgd_task, sgd_head), limit, split, weights);
+  return r;
+}
+
+//! The same update as a plain loop of PyTorch's SGD: g = clamp(scale·g) + wd·θ,
+//! b = μ·b + (1 − dampening)·g, θ = θ − lr·b.
+sgd_result sgd_reference(double limit) {
+  sgd_result r{random_values(layout::end, 1), random_values(layout::end, 3)};
+  const std::vector<float> grads = random_values(layout::end, 2);
+  for (index_t i = 0; i < layout::end; ++i) {
+    const bool head = i >= layout::w3;
+    const sgd_coefficients& c = head ? sgd_head : sgd_task;
+    const auto k = static_cast<std::size_t>(i);
+    float g = grads[k] * (head ? 2.0f : 0.5f);
+    if (std::isfinite(limit)) g = std::fmin(std::fmax(g, -float(limit)), float(limit));
+    g += c.weight_decay * r.params[k];
+    r.state[k] = c.momentum * r.state[k] + (1.0f - c.dampening) * g;
+    r.params[k] -= c.lr * r.state[k];
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("split_for covers C in whole tiles along its longer side, one thread below the bound") {
+  for (const auto& [m, n, k] : {std::array<index_t, 3>{256, 300, 4096},
+                                {300, 200, 4096},
+                                {1024, 64, 1024},
+                                {33, 1000, 2048},
+                                {3, 40, 4096}}) {
+    CAPTURE(m);
+    CAPTURE(n);
+    for (int threads : {1, 2, 3}) {
+      const product_split s = generic::detail::split_for(m, n, k, threads, 32, 12);
+      CHECK(s.by_rows == (m > n));
+      CHECK(s.side == (m > n ? m : n));
+      const bool small = 2.0 * double(m) * double(n) * double(k) < generic::gemm_parallel_flops;
+      const index_t tile = s.by_rows ? 32 : 12;
+      CHECK(s.threads == (small ? 1 : std::min<int>(threads, int((s.side + tile - 1) / tile))));
+      index_t next = 0;
+      for (int t = 0; t < s.threads; ++t) {
+        const auto [first, end] = s.range(t);
+        CHECK(first == next);
+        CHECK(end >= first);
+        if (t + 1 < s.threads) CHECK((end - first) % tile == 0);
+        next = end;
+      }
+      CHECK(next == s.side);
+      CHECK(s.range(s.threads).first == s.range(s.threads).second);
+    }
+  }
+  const product_split one = product_split::one_thread(7, 5);
+  CHECK(one.threads == 1);
+  CHECK(one.range(0) == std::pair<index_t, index_t>{0, 7});
+}
+
+TEST_CASE("the SGD update matches a plain loop and gives the same bits however it is split") {
+  for (double limit : {std::numeric_limits<double>::infinity(), 0.3}) {
+    CAPTURE(limit);
+    const sgd_result reference = sgd_reference(limit);
+    const sgd_result serial = sgd_update(1, false, {}, limit);
+    // To rounding: the compiler may contract the loop's multiply-adds either way.
+    CHECK(dafuse::test::max_relative_error(std::span(serial.params), std::span(reference.params)) <
+          1e-6);
+    CHECK(dafuse::test::max_relative_error(std::span(serial.state), std::span(reference.state)) <
+          1e-6);
+    // Every split: equal slices, and the products' splits for 1-3 threads run by teams of 1-3.
+    for (int team : {1, 2, 3}) {
+      CAPTURE(team);
+      const sgd_result slices = sgd_update(team, true, {}, limit);
+      CHECK(slices.params == serial.params);
+      CHECK(slices.state == serial.state);
+      for (int built_for : {1, 2, 3}) {
+        CAPTURE(built_for);
+        const auto blocks = blocks_for(built_for);
+        const sgd_result owned = sgd_update(team, true, blocks, limit);
+        CHECK(owned.params == serial.params);
+        CHECK(owned.state == serial.state);
+      }
+    }
+  }
+}
+
+TEST_CASE("Adam's update gives the same bits with its two state values however it is split") {
+  using adam = dafuse::optim::adam;
+  const adam::coefficients<float> c =
+      adam::make<float>(dafuse::fit_args{.lr = 0.01f, .weight_decay = 1e-4f}, 0.01, 3);
+  const auto run = [&](int threads, bool split, std::span<const generic::weight_block> weights) {
+    thread_count scope(threads);
+    std::vector<float> params = random_values(layout::end, 1);
+    std::vector<float> state = random_values(2 * layout::end, 3);
+    for (std::size_t i = layout::end; i < state.size(); ++i) state[i] = std::fabs(state[i]);
+    const std::vector<float> grads = random_values(layout::end, 2);
+    generic::update_parameters<adam, dafuse::system::omp>(
+        params.data(), grads.data(), state.data(), layout::end, two_modules<adam>(c, c),
+        std::numeric_limits<double>::infinity(), split, weights);
+    params.insert(params.end(), state.begin(), state.end());
+    return params;
+  };
+  const std::vector<float> serial = run(1, false, {});
+  const auto blocks = blocks_for(2);
+  CHECK(run(2, true, {}) == serial);
+  CHECK(run(2, true, blocks) == serial);
+  CHECK(run(3, true, blocks) == serial);
+  CHECK(run(1, true, blocks) == serial);
+}
