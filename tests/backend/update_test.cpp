@@ -204,3 +204,29 @@ TEST_CASE("Adam's update gives the same bits with its two state values however i
   CHECK(run(3, true, blocks) == serial);
   CHECK(run(1, true, blocks) == serial);
 }
+
+TEST_CASE("for_each_slice covers a range once, in slices of whole cache lines on every thread") {
+  for (int threads : {1, 2, 3}) {
+    CAPTURE(threads);
+    thread_count scope(threads);
+    for (index_t n : {index_t(0), index_t(100), generic::update_parallel_min + 37}) {
+      CAPTURE(n);
+      std::vector<int> visits(static_cast<std::size_t>(n + 10), 0);
+      std::vector<std::pair<index_t, index_t>> slices(8, {-1, -1});
+      generic::for_each_slice<dafuse::system::omp, float>(5, 5 + n, [&](index_t b, index_t e) {
+#if defined(_OPENMP)
+        slices[static_cast<std::size_t>(omp_get_thread_num())] = {b, e};
+#else
+        slices[0] = {b, e};
+#endif
+        for (index_t i = b; i < e; ++i) ++visits[static_cast<std::size_t>(i)];
+      });
+      std::vector<int> once(visits.size(), 0);
+      std::fill_n(once.begin() + 5, n, 1);
+      CHECK(visits == once);
+      // Every slice but the last starts a whole number of 16-float lines after the first.
+      for (const auto& [b, e] : slices)
+        if (b >= 0 && e < 5 + n) CHECK((e - b) % 16 == 0);
+    }
+  }
+}

@@ -459,7 +459,11 @@ class train_step {
     } else {
       const value_type* master = params_.data();
       value_type* working = working_params_.data();
-      for (index_t i = 0; i < Net::param_count; ++i) working[i] = products_type::round(master[i]);
+      // As memory-bound as the update, and as large: split among the threads the same way.
+      backend::generic::for_each_slice<System, value_type>(
+          0, Net::param_count, [&](index_t first, index_t last) {
+            for (index_t i = first; i < last; ++i) working[i] = products_type::round(master[i]);
+          });
       return working;
     }
   }

@@ -157,6 +157,7 @@ void micro_kernel(index_t pairs,
   for (int j = 0; j < nr; ++j)
 #pragma GCC unroll 2
     for (int v = 0; v < Vectors; ++v) acc[v][j] = _mm512_setzero_ps();
+  prefetch_tile_for_write<Vectors, nr>(c, ldc, nv);
   for (index_t q = 0; q < pairs; ++q) {
     __m512bh av[Vectors];
 #pragma GCC unroll 2

@@ -120,14 +120,7 @@ void fp32_micro_kernel(index_t k,
   for (int j = 0; j < nr; ++j)
 #pragma GCC unroll 2
     for (int v = 0; v < Vectors; ++v) acc[v][j] = _mm512_setzero_ps();
-      // C's lines, asked for writing while the sums run: a line the other core has read (the last
-      // product's output, packed there as an operand) is invalidated there meanwhile, not at the
-      // store (office-head's step, 2 threads: 3.28 against 3.38 ms).
-#pragma GCC unroll 16
-  for (int j = 0; j < nr; ++j)
-    if (j < nv)
-#pragma GCC unroll 2
-      for (int v = 0; v < Vectors; ++v) __builtin_prefetch(c + j * ldc + 16 * v, 1);
+  prefetch_tile_for_write<Vectors, nr>(c, ldc, nv);
   for (index_t p = 0; p < k; ++p) {
     __m512 av[Vectors];
 #pragma GCC unroll 2

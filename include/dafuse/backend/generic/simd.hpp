@@ -58,6 +58,19 @@ inline index_t round_up(index_t x, index_t to) {
 
 #if DAFUSE_SIMD_AVX512
 
+//! Asks for the lines of a [16·Vectors, nv ≤ Cols] tile of C (column-major, ldc) for writing.
+//! A micro-kernel does this before its sums: a line the other core has read (the last product's
+//! output, packed there as an operand) is then invalidated there while the sums run, not when the
+//! tile is stored (office-head's fp32 step on 2 threads: 3.28 against 3.38 ms).
+template <int Vectors, int Cols>
+inline void prefetch_tile_for_write(float* c, index_t ldc, index_t nv) {
+#pragma GCC unroll 16
+  for (int j = 0; j < Cols; ++j)
+    if (j < nv)
+#pragma GCC unroll 2
+      for (int v = 0; v < Vectors; ++v) __builtin_prefetch(c + j * ldc + 16 * v, 1);
+}
+
 //! The mask of the first min(count, 16) lanes (none for count ≤ 0).
 inline __mmask16 first_lanes(index_t count) {
   return count >= 16 ? __mmask16(0xffff) : __mmask16((1u << std::max<index_t>(count, 0)) - 1u);

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <span>
 #include <type_traits>
+#include <utility>
 
 namespace dafuse::backend::generic {
 
@@ -57,6 +58,37 @@ void prefetch_for_update(T* params, T* state, index_t state_stride, index_t firs
     for (index_t s = 0; s < Optim::state_per_param; ++s)
       __builtin_prefetch(state + s * state_stride + i, 1);
   }
+}
+
+//! Slice t of [first, last) among `threads`: equal slices in whole 64-byte lines of T, so no two
+//! threads write one line.
+template <class T>
+std::pair<index_t, index_t> thread_slice(index_t first, index_t last, index_t t, index_t threads) {
+  const index_t line = index_t(64 / sizeof(T));
+  const index_t per = ((last - first + threads - 1) / threads + line - 1) / line * line;
+  const index_t b = std::min(last, first + t * per);
+  return {b, std::min(last, b + per)};
+}
+
+//! Runs f(b, e) over the slices of [first, last), on every OpenMP thread from
+//! update_parallel_min values of T on (the OpenMP system), else as one slice on the calling
+//! thread: for passes over all parameters, which are memory-bound like the update.
+template <class System, class T, class F>
+void for_each_slice(index_t first, index_t last, F&& f) {
+#if defined(_OPENMP)
+  if constexpr (std::is_same_v<System, system::omp>) {
+    if (last - first >= update_parallel_min && omp_get_max_threads() > 1) {
+#pragma omp parallel
+      {
+        const auto [b, e] =
+            thread_slice<T>(first, last, omp_get_thread_num(), omp_get_num_threads());
+        f(b, e);
+      }
+      return;
+    }
+  }
+#endif
+  f(first, last);
 }
 
 //! A contiguous range of parameters updated alike: one module of the network.
@@ -132,10 +164,7 @@ void update_parameters(T* params,
       {
         const int t = omp_get_thread_num();
         if (weights.empty()) {
-          // Slices in whole cache lines of T, so no two threads write one line.
-          const index_t threads = omp_get_num_threads(), line = index_t(64 / sizeof(T));
-          const index_t per = ((last - first + threads - 1) / threads + line - 1) / line * line;
-          const index_t b = std::min(last, first + t * per), e = std::min(last, b + per);
+          const auto [b, e] = thread_slice<T>(first, last, t, omp_get_num_threads());
           update_range(b, e);
         } else {
           // The gradient's writer updates it: its lines are in that core's cache, and the
