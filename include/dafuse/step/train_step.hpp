@@ -459,11 +459,14 @@ class train_step {
     } else {
       const value_type* master = params_.data();
       value_type* working = working_params_.data();
-      // As memory-bound as the update, and as large: split among the threads the same way.
+      // As memory-bound as the update, and as large: split among the threads the same way (a
+      // sparse step keeps both on one thread).
       backend::generic::for_each_slice<System, value_type>(
-          0, Net::param_count, [&](index_t first, index_t last) {
+          0, Net::param_count,
+          [&](index_t first, index_t last) {
             for (index_t i = first; i < last; ++i) working[i] = products_type::round(master[i]);
-          });
+          },
+          !sparse_input);
       return working;
     }
   }

@@ -70,14 +70,15 @@ std::pair<index_t, index_t> thread_slice(index_t first, index_t last, index_t t,
   return {b, std::min(last, b + per)};
 }
 
-//! Runs f(b, e) over the slices of [first, last), on every OpenMP thread from
+//! Runs f(b, e) over the slices of [first, last), on every OpenMP thread with `split` from
 //! update_parallel_min values of T on (the OpenMP system), else as one slice on the calling
-//! thread: for passes over all parameters, which are memory-bound like the update.
+//! thread: for passes over all parameters, which are memory-bound like the update (and, like
+//! it, better on one thread in a step with no other parallel region: see update_parallel_min).
 template <class System, class T, class F>
-void for_each_slice(index_t first, index_t last, F&& f) {
+void for_each_slice(index_t first, index_t last, F&& f, bool split = true) {
 #if defined(_OPENMP)
   if constexpr (std::is_same_v<System, system::omp>) {
-    if (last - first >= update_parallel_min && omp_get_max_threads() > 1) {
+    if (split && last - first >= update_parallel_min && omp_get_max_threads() > 1) {
 #pragma omp parallel
       {
         const auto [b, e] =
