@@ -450,25 +450,58 @@ class train_step {
     for (index_t i = 0; i < n; ++i) v[i] = products_type::round(v[i]);
   }
 
-  // The weights the products read: the master copy itself, or (mixed precision) a copy rounded
-  // to the compute format, refreshed from the master copy on every call (users may have written
-  // parameters() since the last step).
+  // Whether the products read the weights from the master copy: a mixed-precision step whose
+  // product kernel rounds its operands as it packs them (bf16 on AVX512-BF16) gets the same
+  // products from the master weights as from a rounded copy, so only the biases need one. (A
+  // sparse first layer's product reads W's columns itself, unrounded: it keeps the copy.)
+  static constexpr bool products_read_master = [] {
+    if constexpr (mixed)
+      return products_type::rounds_operands && !sparse_input;
+    else
+      return true;
+  }();
+
+  // The parameters as the step computes with them: the master copy itself, or (mixed precision)
+  // a copy rounded to the compute format, refreshed from the master copy on every call (users may
+  // have written parameters() since the last step) — only its biases when products_read_master.
+  // The products read their weights at product_weights(): the master copy or this one.
   const value_type* working_parameters() {
     if constexpr (!mixed) {
       return params_.data();
     } else {
       const value_type* master = params_.data();
       value_type* working = working_params_.data();
-      // As memory-bound as the update, and as large: split among the threads the same way (a
-      // sparse step keeps both on one thread).
-      backend::generic::for_each_slice<System, value_type>(
-          0, Net::param_count,
-          [&](index_t first, index_t last) {
-            for (index_t i = first; i < last; ++i) working[i] = products_type::round(master[i]);
-          },
-          !sparse_input);
+      const auto round_range = [&](index_t first, index_t last) {
+        for (index_t i = first; i < last; ++i) working[i] = products_type::round(master[i]);
+      };
+      if constexpr (products_read_master) {
+        round_biases<feature_stack>(Net::features_offset, round_range);
+        round_biases<classifier_stack>(Net::classifier_offset, round_range);
+        round_biases<discriminator_stack>(Net::discriminator_offset, round_range);
+      } else {
+        // As memory-bound as the update, and as large: split among the threads the same way (a
+        // sparse step keeps both on one thread).
+        backend::generic::for_each_slice<System, value_type>(0, Net::param_count, round_range,
+                                                             !sparse_input);
+      }
       return working;
     }
+  }
+  // Where the products read the weights, given working_parameters()' result.
+  const value_type* product_weights(const value_type* working) const {
+    return products_read_master ? params_.data() : working;
+  }
+  // Runs round_range(first, last) over each bias of `Stack`, whose parameters start at `offset`.
+  template <class Stack, class F>
+  static void round_biases(index_t offset, const F& round_range) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((round_range(
+           offset + Stack::template param_offset<I>() + Stack::template layer<I>::weight_count,
+           offset + Stack::template param_offset<I>() + Stack::template layer<I>::weight_count +
+               Stack::template layer<I>::out)),
+       ...);
+    }
+    (std::make_index_sequence<Stack::depth>{});
   }
 
   // G_f and G_y on the x.cols samples of one evaluation chunk; writes `out` from sample `first`.
@@ -477,10 +510,11 @@ class train_step {
     namespace gen = backend::generic;
     const auto f = eval_features_.leading(x.cols);
     const auto y = eval_classifier_.leading(x.cols);
-    gen::forward<feature_stack>(p + Net::features_offset, x, f, gemm_);
+    const value_type* w = product_weights(p);
+    gen::forward<feature_stack>(p + Net::features_offset, x, f, gemm_, w + Net::features_offset);
     const matrix_view<value_type> h = f.output();
     gen::forward<classifier_stack>(p + Net::classifier_offset, matrix_view<const value_type>(h), y,
-                                   gemm_);
+                                   gemm_, w + Net::classifier_offset);
     const matrix_view<value_type> logits = y.output();
     for (index_t c = 0; c < x.cols; ++c) {
       const value_type* z = &logits(0, c);
@@ -536,9 +570,11 @@ class train_step {
     const index_t b = args_.batch;
     profile_scope forward_timing(profiler_, phase::forward);
     const value_type* p = working_parameters();
+    const value_type* w = product_weights(p);
     value_type* g = grads_.data();
 
-    gen::forward<feature_stack>(p + Net::features_offset, x, features_, gemm_);
+    gen::forward<feature_stack>(p + Net::features_offset, x, features_, gemm_,
+                                w + Net::features_offset);
     const matrix_view<value_type> h = features_.output();  // [feature_width, rows]
     const matrix_view<const value_type> h_source = h.middle_cols(0, b);
 
@@ -546,13 +582,15 @@ class train_step {
     report.lambda = lambda;
     report.loss_scale = loss_scale_.scale;
 
-    gen::forward<classifier_stack>(p + Net::classifier_offset, h_source, classifier_, gemm_);
+    gen::forward<classifier_stack>(p + Net::classifier_offset, h_source, classifier_, gemm_,
+                                   w + Net::classifier_offset);
     report.label_loss = label_loss_and_gradient();
 
     norms_ = {};
     if constexpr (adversarial) {
       gen::forward<discriminator_stack>(p + Net::discriminator_offset,
-                                        matrix_view<const value_type>(h), discriminator_, gemm_);
+                                        matrix_view<const value_type>(h), discriminator_, gemm_,
+                                        w + Net::discriminator_offset);
       domain_loss_and_gradient(report);
     }
     // Everything from here is backward: the forward pass ends with the last loss.
@@ -564,15 +602,16 @@ class train_step {
       norms_.discriminator_sq = gen::backward<discriminator_stack>(
           p + Net::discriminator_offset, g + Net::discriminator_offset,
           matrix_view<const value_type>(h), discriminator_, gemm_, features_.output_gradient(),
-          reversal.backward_scale(), /*accumulate=*/false);
+          reversal.backward_scale(), /*accumulate=*/false, w + Net::discriminator_offset);
     }
     // G_y's input gradient is added to the source columns of δh (written fresh without G_d).
     norms_.classifier_sq = gen::backward<classifier_stack>(
         p + Net::classifier_offset, g + Net::classifier_offset, h_source, classifier_, gemm_,
         features_.output_gradient().middle_cols(0, b), value_type(1),
-        /*accumulate=*/adversarial);
+        /*accumulate=*/adversarial, w + Net::classifier_offset);
     norms_.features_sq = gen::backward<feature_stack>(
-        p + Net::features_offset, g + Net::features_offset, x, features_, gemm_);
+        p + Net::features_offset, g + Net::features_offset, x, features_, gemm_, {}, value_type(1),
+        false, w + Net::features_offset);
     // The gradients hold S·∂L/∂θ: the norms clipping and the report see are unscaled.
     if constexpr (loss_scale_type::scales) {
       const double inverse_sq = 1.0 / (loss_scale_.scale * loss_scale_.scale);

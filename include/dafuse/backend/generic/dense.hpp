@@ -198,15 +198,24 @@ auto derivative_vector(const D& dy, const Y& y) {
     return dy;
 }
 
+//! `weights`, when given, is where the products read the weights (the same layout as params; the
+//! biases still come from params): the master copy of a mixed-precision step whose products
+//! round their own operands (products.hpp).
 template <class Stack, class T, class Products, class Input>
-void forward(const T* params, const Input& x, const stack_scratch<Stack, T>& s, Products& ws) {
+void forward(const T* params,
+             const Input& x,
+             const stack_scratch<Stack, T>& s,
+             Products& ws,
+             const T* weights = nullptr) {
   check_columns(x, s);
+  if (weights == nullptr) weights = params;
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     (
         [&] {
           using layer = typename Stack::template layer<I>;
-          const T* w = params + Stack::template param_offset<I>();
-          const_vector_map<T> b(w + layer::weight_count, layer::out);
+          const T* w = weights + Stack::template param_offset<I>();
+          const_vector_map<T> b(params + Stack::template param_offset<I>() + layer::weight_count,
+                                layer::out);
           matrix_map<T> y = map(s.outputs[I]);
           // y = W·x: [out, in]·[in, n]
           if constexpr (I == 0)
@@ -235,7 +244,7 @@ void forward(const T* params, const Input& x, const stack_scratch<Stack, T>& s, 
 //! Writes ∂L/∂θ for the stack's parameters at `grads` and returns their squared L2 norm.
 //! When `input_gradient` is given, also writes δx (scaled by `alpha`) into it, adding to what is
 //! there when `accumulate` is set: that is how the reversal's −λ and the sum of the classifier's
-//! and the discriminator's contributions to δh cost no extra pass.
+//! and the discriminator's contributions to δh cost no extra pass. `weights` as in forward().
 template <class Stack, class T, class Products, class Input>
 double backward(const T* params,
                 T* grads,
@@ -244,8 +253,10 @@ double backward(const T* params,
                 Products& ws,
                 matrix_view<T> input_gradient = {},
                 T alpha = T(1),
-                bool accumulate = false) {
+                bool accumulate = false,
+                const T* weights = nullptr) {
   check_columns(x, s);
+  if (weights == nullptr) weights = params;
   double norm_sq = 0;
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     // Layers last to first: fold over the reversed index sequence.
@@ -268,7 +279,7 @@ double backward(const T* params,
           } else if constexpr (Products::rounds) {
             dz = dz.unaryExpr([](T d) { return Products::round(d); });
           }
-          const T* w = params + Stack::template param_offset<l>();
+          const T* w = weights + Stack::template param_offset<l>();
           T* gw = grads + Stack::template param_offset<l>();
           const index_t n = s.cols;
           if constexpr (l == 0)

@@ -29,6 +29,10 @@ class mixed_products {
 
  public:
   static constexpr bool rounds = true;  //!< stored values are rounded to F
+  //! The kernel rounds its operands to F itself as it packs them (bf16 on AVX512-BF16, with the
+  //! same round-to-nearest-even as `round`): a product of unrounded values then gives what the
+  //! product of their rounded copies does, so the step can hand it the master weights.
+  static constexpr bool rounds_operands = F == number_format::bf16 && bf16_products_native;
   //! `x` rounded to F (round to nearest even; fp16 overflows to ±Inf).
   static float round(float x) { return round_to<F>(x); }
 
