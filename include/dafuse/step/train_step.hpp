@@ -11,11 +11,12 @@
 //!
 //! Mixed precision (policy/precision.hpp): the batch, a working copy of the weights, every layer
 //! output, every δ and every parameter gradient are rounded to the 16-bit format as they are
-//! written. With a loss scaler the loss gradient is multiplied by S; the gradients' squared norms,
-//! accumulated as they are written, are divided by S² (so clipping sees unscaled norms and a
-//! non-finite norm is the overflow check), and 1/S joins the clip scale that the update pass
-//! multiplies each gradient by: unscaling, the overflow check and clipping cost no pass of their
-//! own, and the step always unscales before it clips.
+//! written (where the bf16 kernel rounds its operands itself, only the biases of that copy are:
+//! its products read the master weights). With a loss scaler the loss gradient is multiplied by S;
+//! the gradients' squared norms, accumulated as they are written, are divided by S² (so clipping
+//! sees unscaled norms and a non-finite norm is the overflow check), and 1/S joins the clip scale
+//! that the update pass multiplies each gradient by: unscaling, the overflow check and clipping
+//! cost no pass of their own, and the step always unscales before it clips.
 #pragma once
 #include <dafuse/config.hpp>
 
@@ -479,8 +480,8 @@ class train_step {
         round_biases<classifier_stack>(Net::classifier_offset, round_range);
         round_biases<discriminator_stack>(Net::discriminator_offset, round_range);
       } else {
-        // As memory-bound as the update, and as large: split among the threads the same way (a
-        // sparse step keeps both on one thread).
+        // As memory-bound as the update, and as large: split among the threads in equal slices (a
+        // sparse step keeps it on one thread, as its update).
         backend::generic::for_each_slice<System, value_type>(0, Net::param_count, round_range,
                                                              !sparse_input);
       }
@@ -662,11 +663,13 @@ class train_step {
   }
 
   fit_args args_;
-  buffer<value_type, System> params_;          // [param_count]: G_f, G_y, G_d
-  buffer<value_type, System> working_params_;  // mixed precision: params_ rounded, else empty
-  buffer<value_type, System> grads_;           // [param_count], same layout
-  buffer<value_type, System> optim_state_;     // [state_per_param · param_count]
-  buffer<value_type, System> input_;           // [input_width, rows] (dense input)
+  buffer<value_type, System> params_;  // [param_count]: G_f, G_y, G_d
+  // Mixed precision: params_ rounded (only its biases are written when products_read_master),
+  // else empty.
+  buffer<value_type, System> working_params_;
+  buffer<value_type, System> grads_;        // [param_count], same layout
+  buffer<value_type, System> optim_state_;  // [state_per_param · param_count]
+  buffer<value_type, System> input_;        // [input_width, rows] (dense input)
   // A sparse batch (sparse_input): CSR offsets, feature indices and values, room for the densest.
   buffer<std::int32_t, System> sparse_offsets_, sparse_indices_;
   buffer<value_type, System> sparse_values_;

@@ -156,9 +156,6 @@ double weight_gradient(Products&, const matrix_map<T>& dz, sparse_matrix_view<co
   return finish_gradient<Layer, T, Products>(dz, gw, x.used_rows, x.used_count);
 }
 
-//! y_l for every layer of `Stack` on x: [in, n], using the stack's parameters at `params`.
-//! `Products` runs the matrix products and rounds stored values (a gemm_workspace<T> for plain
-//! precision, a mixed_products<F> for bf16/fp16).
 //! A contiguous block of values as one Eigen array.
 template <class T>
 using flat_map = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
@@ -198,6 +195,9 @@ auto derivative_vector(const D& dy, const Y& y) {
     return dy;
 }
 
+//! y_l for every layer of `Stack` on x: [in, n], using the stack's parameters at `params`.
+//! `Products` runs the matrix products and rounds stored values (a gemm_workspace<T> for plain
+//! precision, a mixed_products<F> for bf16/fp16).
 //! `weights`, when given, is where the products read the weights (the same layout as params; the
 //! biases still come from params): the master copy of a mixed-precision step whose products
 //! round their own operands (products.hpp).

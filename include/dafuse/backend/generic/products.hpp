@@ -7,9 +7,10 @@
 //! format (`round`, `rounds`). For fp32 and fp64 that is gemm_workspace<T> itself. For bf16 and
 //! fp16 it is mixed_products<F>: the operands it receives already hold F's values (the step
 //! rounds every stored tensor), so an fp32 product of them is exact term by term and only the
-//! order of the fp32 sums differs from a native 16-bit product. With AVX512-BF16 the bf16 products
-//! run on gemm_bf16 (1.6–2.1× the rate of dafuse's fp32 kernel on the demo's shapes, 2.0–2.9×
-//! Eigen's; bench/gemm_bf16).
+//! order of the fp32 sums differs from a native 16-bit product. The one exception: where the
+//! kernel rounds its operands itself (`rounds_operands`), the step hands it the master weights.
+//! With AVX512-BF16 the bf16 products run on gemm_bf16 (1.6–2.1× the rate of dafuse's fp32 kernel
+//! on the demo's shapes, 2.0–2.9× Eigen's; bench/gemm_bf16).
 #pragma once
 #include <dafuse/config.hpp>
 
@@ -31,7 +32,9 @@ class mixed_products {
   static constexpr bool rounds = true;  //!< stored values are rounded to F
   //! The kernel rounds its operands to F itself as it packs them (bf16 on AVX512-BF16, with the
   //! same round-to-nearest-even as `round`): a product of unrounded values then gives what the
-  //! product of their rounded copies does, so the step can hand it the master weights.
+  //! product of their rounded copies does, so the step can hand it the master weights. (Except
+  //! below 2^-126: the instruction reads fp32 subnormals as zero, where `round` can round the
+  //! largest of them up to bf16's smallest normal; see gemm_bf16.hpp.)
   static constexpr bool rounds_operands = F == number_format::bf16 && bf16_products_native;
   //! `x` rounded to F (round to nearest even; fp16 overflows to ±Inf).
   static float round(float x) { return round_to<F>(x); }
@@ -40,7 +43,8 @@ class mixed_products {
   //! Buffers for products up to [max_m, max_k]·[max_k, max_n].
   mixed_products(index_t max_m, index_t max_n, index_t max_k) : kernel_(max_m, max_n, max_k) {}
 
-  //! C = α·op(A)·op(B) + β·C on operands that hold F's values, accumulated in fp32.
+  //! C = α·op(A)·op(B) + β·C on operands that hold F's values (or, with rounds_operands, that it
+  //! rounds to F itself), accumulated in fp32.
   template <op OpA, op OpB>
   void product(index_t m,
                index_t n,
