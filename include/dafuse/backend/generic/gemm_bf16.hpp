@@ -170,21 +170,7 @@ void micro_kernel(index_t pairs,
       for (int v = 0; v < Vectors; ++v) acc[v][j] = _mm512_dpbf16_ps(acc[v][j], av[v], bj);
     }
   }
-  __mmask16 rows[Vectors];
-#pragma GCC unroll 2
-  for (int v = 0; v < Vectors; ++v) rows[v] = first_lanes(mv - 16 * v);
-  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-#pragma GCC unroll 16
-  for (int j = 0; j < nr; ++j) {
-    if (j >= nv) break;
-#pragma GCC unroll 2
-    for (int v = 0; v < Vectors; ++v) {
-      float* col = c + j * ldc + 16 * v;
-      __m512 r = _mm512_mul_ps(va, acc[v][j]);
-      if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(rows[v], col), r);
-      _mm512_mask_storeu_ps(col, rows[v], r);
-    }
-  }
+  store_tile<Vectors, nr>(acc, alpha, beta, c, ldc, mv, nv);
 }
 
 //! One thread's packing buffers: a [mc, kc] block of A and a [kc, nc] block of B, as k-pairs.

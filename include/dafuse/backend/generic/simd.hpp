@@ -76,6 +76,34 @@ inline __mmask16 first_lanes(index_t count) {
   return count >= 16 ? __mmask16(0xffff) : __mmask16((1u << std::max<index_t>(count, 0)) - 1u);
 }
 
+//! Stores C[0:mv, 0:nv] = α·acc + β·C for a micro-kernel's [16·Vectors, Cols] tile of fp32 sums
+//! (acc[v][j]: rows 16v..16v+15 of column j), nv ≤ Cols; β = 0 does not read C, so NaN there does
+//! not propagate. The store both kernels end with.
+template <int Vectors, int Cols>
+inline void store_tile(const __m512 (&acc)[Vectors][Cols],
+                       float alpha,
+                       float beta,
+                       float* c,
+                       index_t ldc,
+                       index_t mv,
+                       index_t nv) {
+  __mmask16 rows[Vectors];
+#pragma GCC unroll 2
+  for (int v = 0; v < Vectors; ++v) rows[v] = first_lanes(mv - 16 * v);
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 16
+  for (int j = 0; j < Cols; ++j) {
+    if (j >= nv) break;
+#pragma GCC unroll 2
+    for (int v = 0; v < Vectors; ++v) {
+      float* col = c + j * ldc + 16 * v;
+      __m512 r = _mm512_mul_ps(va, acc[v][j]);
+      if (beta != 0.0f) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(rows[v], col), r);
+      _mm512_mask_storeu_ps(col, rows[v], r);
+    }
+  }
+}
+
 //! Transposes a 16×16 block of 32-bit words in registers: on return word j of r[i] is word i of
 //! the r[j] passed in. Interleaves of 32-bit, then 64-bit words within 128-bit lanes, then a 4×4
 //! transpose of the lanes themselves: 64 shuffles for 256 words.
