@@ -9,6 +9,7 @@
 #include <dafuse/core/half.hpp>
 #include <dafuse/core/rng.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -94,6 +95,11 @@ void check_all_sizes() {
         check_product<OpA, OpB>(m, n, k, 1.5f, 0.5f, false);
         check_product<OpA, OpB>(m, n, k, 0.5f, 0.0f, true);
       }
+  // Sides of 1 run as thin_product, which rounds each operand as it reads it.
+  for (const auto& [m, n, k] : {std::array<index_t, 3>{1, 600, 37}, {600, 1, 37}, {600, 300, 1}}) {
+    check_product<OpA, OpB>(m, n, k, 0.5f, 0.0f, true);
+    check_product<OpA, OpB>(m, n, k, 1.5f, 0.5f, false);
+  }
   // Larger than one block of every loop (mc = 256, kc = 512, nc = 3072 on the native path),
   // with an odd k.
   check_product<OpA, OpB>(300, 41, 1031, 0.25f, 0.5f, false);

@@ -2,13 +2,17 @@
 // Tests for backend/generic/gemm.hpp (and the AVX-512 fp32 kernel of gemm_fp32.hpp behind it)
 // against a naive product in double: fp32 and fp64, all four op combinations, sizes that are no
 // multiple of any register tile or block, leading dimensions larger than the rows, α ≠ 1,
-// β ∈ {0, 1, 0.5}, NaN in C with β = 0, k = 0, and the two-thread split of C.
+// β ∈ {0, 1, 0.5}, NaN in C with β = 0, k = 0, products with a side of 1 (thin_product), the
+// two-thread split of C, and the finisher that sees each thread's block of C.
 #include <dafuse/backend/generic/gemm.hpp>
 #include "../check.hpp"
 
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/rng.hpp>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -101,6 +105,18 @@ void check_all_sizes() {
   // Larger than one block of every loop of the fp32 kernel (mc = 192, kc = 256), with an odd k,
   // and β applied once although k spans several blocks.
   check_product<T, OpA, OpB>(300, 41, 601, T(0.25), T(0.5), false);
+  // Products with a side of 1 run as thin_product: row times matrix past its 256-sum chunks and
+  // its 16-lane dot products, a column (n = 1) likewise, outer products (k = 1) of many columns.
+  for (const auto& [m, n, k] : {std::array<index_t, 3>{1, 600, 37},
+                                {1, 257, 2},
+                                {600, 1, 37},
+                                {257, 1, 2},
+                                {600, 300, 1},
+                                {1, 1, 1000}}) {
+    check_product<T, OpA, OpB>(m, n, k, T(1), T(0), true);
+    check_product<T, OpA, OpB>(m, n, k, T(-0.75), T(1), false);
+    check_product<T, OpA, OpB>(m, n, k, T(1.5), T(0.5), false);
+  }
 }
 
 //! Above gemm_parallel_flops C is split over two threads, by rows when it is taller than wide
@@ -135,6 +151,68 @@ TEST_CASE("gemm in fp32 matches a double product for every op, size, alpha and b
 
 TEST_CASE("gemm in fp64 matches a double product for every op, size, alpha and beta") {
   check_every_op<double>();
+}
+
+//! Runs C = op(A)·op(B) with a finisher that records each block it is given and doubles it, and
+//! checks that the blocks tile C once each, in whole rows or whole columns, and that gemm returns
+//! their shares (here each block's sum) added in block order.
+template <op OpA, op OpB>
+void check_finisher(index_t m, index_t n, index_t k, int threads) {
+  CAPTURE(m);
+  CAPTURE(n);
+  CAPTURE(k);
+  CAPTURE(threads);
+  const bool ta = OpA == op::transpose, tb = OpB == op::transpose;
+  const matrix<float> a(ta ? k : m, ta ? m : k, 1, 3), b(tb ? n : k, tb ? k : n, 2, 4);
+  generic::gemm_workspace<float> ws(m, n, k, threads);
+  std::vector<float> plain(std::size_t(m * n)), c(std::size_t(m * n));
+  generic::gemm<OpA, OpB>(ws, m, n, k, 1.0f, a.v.data(), a.ld, b.v.data(), b.ld, 0.0f, plain.data(),
+                          m);
+  struct block {
+    index_t first, rows, cols;
+    double sum;
+  };
+  std::vector<block> seen(std::size_t(threads) + 1);
+  std::vector<int> visits(std::size_t(m * n), 0);
+  std::atomic<int> count{0};
+  const double returned = generic::gemm<OpA, OpB>(
+      ws, m, n, k, 1.0f, a.v.data(), a.ld, b.v.data(), b.ld, 0.0f, c.data(), m,
+      [&](float* blk, index_t rows, index_t cols, index_t ld) {
+        REQUIRE(ld == m);
+        double sum = 0;
+        for (index_t j = 0; j < cols; ++j)
+          for (index_t i = 0; i < rows; ++i) {
+            sum += blk[i + j * ld];
+            blk[i + j * ld] *= 2.0f;
+            ++visits[std::size_t(blk - c.data() + i + j * ld)];
+          }
+        seen[std::size_t(count++)] = {index_t(blk - c.data()), rows, cols, sum};
+        return sum;
+      });
+  const int blocks = count.load();
+  const generic::detail::product_split split = ws.split(m, n, k);
+  CHECK(blocks == split.threads);
+  for (int v : visits) CHECK(v == 1);
+  // Each block is whole columns of C or whole rows: the finisher sees what one thread wrote.
+  double in_order = 0;
+  std::sort(seen.begin(), seen.begin() + blocks,
+            [](const block& x, const block& y) { return x.first < y.first; });
+  for (int t = 0; t < blocks; ++t) {
+    const block& s = seen[std::size_t(t)];
+    CHECK((s.rows == m || s.cols == n));
+    in_order += s.sum;
+  }
+  CHECK(returned == in_order);
+  for (std::size_t i = 0; i < c.size(); ++i) CHECK(c[i] == 2.0f * plain[i]);
+}
+
+TEST_CASE("gemm hands each finished block of C to the finisher once and returns their sum") {
+  for (int threads : {1, 2, 3}) {
+    check_finisher<op::none, op::none>(301, 250, 451, threads);         // by rows
+    check_finisher<op::none, op::transpose>(250, 301, 451, threads);    // by columns
+    check_finisher<op::transpose, op::none>(20, 10, 5, threads);        // one thread: too small
+    check_finisher<op::transpose, op::transpose>(1, 300, 40, threads);  // thin_product
+  }
 }
 
 TEST_CASE("gemm with k = 0 scales C by beta, and beta = 0 overwrites NaN") {

@@ -88,6 +88,144 @@ inline product_split split_for(
 
 }  // namespace detail
 
+//! What a product does with each finished block of C: nothing (a share of 0 in the sum that
+//! gemm() returns). A finisher is called as `finish(block, rows, cols, ldc)` on the block's
+//! [rows, cols] values, column-major with C's leading dimension, by the thread that has just
+//! written them, and returns that block's share of a sum.
+struct no_finish {
+  template <class T>
+  double operator()(T*, index_t, index_t, index_t) const {
+    return 0.0;
+  }
+};
+
+namespace detail {
+// ---- Products with a side of 1 ----------------------------------------------------------------
+// A layer with one output (every discriminator's last) makes products with m = 1 (its forward
+// and its weight gradient) and k = 1 (its input gradient, an outer product). The blocked kernel
+// pads such a product to whole [32, 12] tiles and packs both operands for it: office-head's three
+// took 86 µs a step there (OMP_NUM_THREADS=2), and take 14 µs on one thread and 47 µs on two here,
+// most of it the outer product's writes (below). `load` is what a product does to each operand
+// value as it reads it: nothing, or gemm_bf16's rounding.
+
+//! Whether C[m, n] = op(A)[m, k]·op(B)[k, n] runs as thin_product rather than on the kernel.
+inline bool is_thin(index_t m, index_t n, index_t k) {
+  return m == 1 || n == 1 || k == 1;
+}
+
+//! C(0, j) = α·x·y(:, j) + β·C(0, j) for j < n: a row x[k] (x(l) at x[l·xs]) times a matrix
+//! y[k, n] (y(l, j) at y[l·yl + j·yj]); C(0, j) at c[j·cs]. β = 0 does not read C.
+template <class T, class Load>
+void row_times_matrix(index_t k,
+                      index_t n,
+                      T alpha,
+                      const T* x,
+                      index_t xs,
+                      const T* y,
+                      index_t yl,
+                      index_t yj,
+                      T beta,
+                      T* c,
+                      index_t cs,
+                      Load load) {
+  const auto store = [&](index_t j, T sum) {
+    c[j * cs] = beta == T(0) ? alpha * sum : alpha * sum + beta * c[j * cs];
+  };
+  constexpr index_t lanes = index_t(64 / sizeof(T));  // one 512-bit register of sums
+  if (yl == 1 && xs == 1) {
+    // Columns of y are contiguous: one dot product per j, in `lanes` partial sums added in a fixed
+    // order (the result does not depend on the thread or the call).
+    for (index_t j = 0; j < n; ++j) {
+      const T* yc = y + j * yj;
+      T part[lanes] = {};
+      const index_t whole = k - k % lanes;
+      for (index_t l = 0; l < whole; l += lanes)
+        for (index_t u = 0; u < lanes; ++u) part[u] += load(x[l + u]) * load(yc[l + u]);
+      T sum = T(0);
+      for (index_t l = whole; l < k; ++l) sum += load(x[l]) * load(yc[l]);
+      for (index_t u = 0; u < lanes; ++u) sum += part[u];
+      store(j, sum);
+    }
+    return;
+  }
+  // Otherwise a chunk of C's sums at a time, adding x(l)·y(l, :) for each l in order (rows of y
+  // are contiguous when yj = 1, the case this serves: a weight gradient δz·xᵀ of one output).
+  constexpr index_t chunk = 256;
+  for (index_t j0 = 0; j0 < n; j0 += chunk) {
+    const index_t count = std::min(chunk, n - j0);
+    T sums[chunk] = {};
+    for (index_t l = 0; l < k; ++l) {
+      const T xl = load(x[l * xs]);
+      const T* yr = y + l * yl + j0 * yj;
+      if (yj == 1)
+        for (index_t j = 0; j < count; ++j) sums[j] += xl * load(yr[j]);
+      else
+        for (index_t j = 0; j < count; ++j) sums[j] += xl * load(yr[j * yj]);
+    }
+    for (index_t j = 0; j < count; ++j) store(j0 + j, sums[j]);
+  }
+}
+
+//! C[m, n] = α·op(A)·op(B) + β·C when is_thin(m, n, k), on the calling thread. β = 0 does not
+//! read C.
+template <op OpA, op OpB, class T, class Load>
+void thin_product(index_t m,
+                  index_t n,
+                  index_t k,
+                  T alpha,
+                  const T* a,
+                  index_t lda,
+                  const T* b,
+                  index_t ldb,
+                  T beta,
+                  T* c,
+                  index_t ldc,
+                  Load load) {
+  constexpr bool ta = OpA == op::transpose, tb = OpB == op::transpose;
+  // op(A)(i, l) = a[i·ai + l·al]; op(B)(l, j) = b[l·bl + j·bj].
+  const index_t ai = ta ? lda : 1, al = ta ? 1 : lda;
+  const index_t bl = tb ? ldb : 1, bj = tb ? 1 : ldb;
+  if (k == 1) {
+    // The outer product C(i, j) = α·(A(i)·B(j)) + β·C(i, j), a column of C at a time. β and
+    // A's stride are tested outside the loops, which are then plain vector loops. C is usually
+    // a gradient both cores read in the last step, and each line's write waits for the other
+    // core to drop its copy: its columns are asked for two ahead (prefetch_for_write). On 2
+    // threads digits-mlp's [256, 128] took 22 µs without and 18 µs with, office-head's [1024, 64]
+    // 44 and 39 µs (on one thread, office-head's takes 5.5 µs).
+    constexpr index_t ahead = 2;
+    for (index_t j = 0; j < std::min(ahead, n); ++j) prefetch_for_write(c + j * ldc, m);
+    const auto columns = [&](auto a_at) {
+      for (index_t j = 0; j < n; ++j) {
+        if (j + ahead < n) prefetch_for_write(c + (j + ahead) * ldc, m);
+        const T bv = load(b[j * bj]);
+        T* cj = c + j * ldc;
+        if (beta == T(0))
+          for (index_t i = 0; i < m; ++i) cj[i] = alpha * (load(a_at(i)) * bv);
+        else
+          for (index_t i = 0; i < m; ++i) cj[i] = alpha * (load(a_at(i)) * bv) + beta * cj[i];
+      }
+    };
+    if (ai == 1)
+      columns([a](index_t i) { return a[i]; });
+    else
+      columns([a, ai](index_t i) { return a[i * ai]; });
+  } else if (m == 1) {
+    row_times_matrix(k, n, alpha, a, al, b, bl, bj, beta, c, ldc, load);
+  } else {
+    // n = 1: Cᵀ = op(B)ᵀ·op(A)ᵀ, a row times a matrix whose (l, i) is op(A)(i, l).
+    row_times_matrix(k, m, alpha, b, bl, a, al, ai, beta, c, index_t(1), load);
+  }
+}
+
+//! thin_product's `load` for a product of the values as stored.
+struct as_stored {
+  template <class T>
+  T operator()(T v) const {
+    return v;
+  }
+};
+}  // namespace detail
+
 //! Per-thread packing buffers for every product of a step, sized once for the largest one: for
 //! dafuse's fp32 kernel (`native`) or for Eigen's.
 template <class T>
@@ -114,6 +252,7 @@ class gemm_workspace {
     threads = 1;
 #endif
     threads = std::max(threads, 1);
+    block_sums_.assign(std::size_t(threads), 0.0);
     // Each thread's block of C is a part of the largest product, but sizing every thread for all
     // of it keeps one thread able to run a whole product.
     for (int t = 0; t < threads; ++t)
@@ -134,6 +273,10 @@ class gemm_workspace {
   detail::fp32_panels& panels(int t) {
     return panels_[std::size_t(t)];
   }
+  //! One finisher share per thread (split_product).
+  double* block_sums() {
+    return block_sums_.data();
+  }
 
   //! Threads split C in whole register tiles: dafuse's kernel's 32 rows or 12 columns, 16 for
   //! Eigen's.
@@ -149,48 +292,55 @@ class gemm_workspace {
   static constexpr T round(T x) {
     return x;
   }
-  //! C = α·op(A)·op(B) + β·C through gemm() below (the interface forward/backward use).
-  template <op OpA, op OpB>
-  void product(index_t m,
-               index_t n,
-               index_t k,
-               T alpha,
-               const T* a,
-               index_t lda,
-               const T* b,
-               index_t ldb,
-               T beta,
-               T* c,
-               index_t ldc);
+  //! C = α·op(A)·op(B) + β·C through gemm() below (the interface forward/backward use), each
+  //! finished block of C passed to `finish`; returns the sum of its shares.
+  template <op OpA, op OpB, class Finish = no_finish>
+  double product(index_t m,
+                 index_t n,
+                 index_t k,
+                 T alpha,
+                 const T* a,
+                 index_t lda,
+                 const T* b,
+                 index_t ldb,
+                 T beta,
+                 T* c,
+                 index_t ldc,
+                 Finish&& finish = {});
 
  private:
   std::vector<std::unique_ptr<blocking_type>> blocking_;  // Eigen's kernel
   std::vector<detail::fp32_panels> panels_;               // dafuse's fp32 kernel
+  std::vector<double> block_sums_;                        // one per thread
 };
 
 namespace detail {
 //! Runs one product C[m, n] = op(A)[m, k]·op(B)[k, n] as the blocks of C that split_for gives,
 //! one per thread: `block(t, rows, cols, a_block, b_block, c_block)` computes a [rows, cols]
 //! block of C, whose rows of op(A), columns of op(B) and place in C the pointers give, with
-//! thread t's buffers.
-template <op OpA, op OpB, class T, class Block>
-void split_product(index_t m,
-                   index_t n,
-                   index_t k,
-                   int max_threads,
-                   index_t row_tile,
-                   index_t col_tile,
-                   const T* a,
-                   index_t lda,
-                   const T* b,
-                   index_t ldb,
-                   T* c,
-                   index_t ldc,
-                   Block&& block) {
+//! thread t's buffers; then the same thread runs `finish` on it (see no_finish). Returns the
+//! finishers' shares added in block order, so the sum does not depend on which thread ends
+//! first; `block_sums` holds room for max_threads of them.
+template <op OpA, op OpB, class T, class Block, class Finish>
+double split_product(index_t m,
+                     index_t n,
+                     index_t k,
+                     int max_threads,
+                     index_t row_tile,
+                     index_t col_tile,
+                     const T* a,
+                     index_t lda,
+                     const T* b,
+                     index_t ldb,
+                     T* c,
+                     index_t ldc,
+                     double* block_sums,
+                     Block&& block,
+                     Finish&& finish) {
   const product_split split = split_for(m, n, k, max_threads, row_tile, col_tile);
   if (split.threads <= 1) {
     block(0, m, n, a, b, c);
-    return;
+    return finish(c, m, n, ldc);
   }
 #if defined(_OPENMP)
 #pragma omp parallel for num_threads(split.threads) schedule(static)
@@ -198,35 +348,53 @@ void split_product(index_t m,
   for (int t = 0; t < split.threads; ++t) {
     const auto [first, end] = split.range(t);
     const index_t count = end - first;
+    block_sums[t] = 0.0;
     if (count <= 0) continue;
     // Row i of op(A): row i of A, or column i of A when transposed; column j of op(B) likewise.
-    if (split.by_rows)
+    if (split.by_rows) {
       block(t, count, n, OpA == op::none ? a + first : a + first * lda, b, c + first);
-    else
+      block_sums[t] = finish(c + first, count, n, ldc);
+    } else {
       block(t, m, count, a, OpB == op::none ? b + first * ldb : b + first, c + first * ldc);
+      block_sums[t] = finish(c + first * ldc, m, count, ldc);
+    }
   }
+  double sum = 0.0;
+  for (int t = 0; t < split.threads; ++t) sum += block_sums[t];
+  return sum;
 }
 }  // namespace detail
 
 //! C[m, n] = α·op(A)·op(B) + β·C, every matrix column-major with its leading dimension.
-//! op(A) is [m, k], op(B) is [k, n]. Allocates nothing.
-template <op OpA, op OpB, class T>
-void gemm(gemm_workspace<T>& ws,
-          index_t m,
-          index_t n,
-          index_t k,
-          T alpha,
-          const T* a,
-          index_t lda,
-          const T* b,
-          index_t ldb,
-          T beta,
-          T* c,
-          index_t ldc) {
+//! op(A) is [m, k], op(B) is [k, n]. Each thread passes the block of C it has computed to
+//! `finish` (see no_finish) while the block is still in its cache; returns the sum of the
+//! finishers' shares. Allocates nothing.
+template <op OpA, op OpB, class T, class Finish = no_finish>
+double gemm(gemm_workspace<T>& ws,
+            index_t m,
+            index_t n,
+            index_t k,
+            T alpha,
+            const T* a,
+            index_t lda,
+            const T* b,
+            index_t ldb,
+            T beta,
+            T* c,
+            index_t ldc,
+            Finish&& finish = {}) {
   using product = Eigen::internal::general_matrix_matrix_product<
       index_t, T, OpA == op::none ? Eigen::ColMajor : Eigen::RowMajor, false, T,
       OpB == op::none ? Eigen::ColMajor : Eigen::RowMajor, false, Eigen::ColMajor, 1>;
-  if (m == 0 || n == 0) return;
+  if (ws.threads() < 1)
+    fail("gemm", "workspace", "one sized at construction (gemm_workspace(m, n, k))",
+         "a default-constructed one");
+  if (m == 0 || n == 0) return 0.0;
+  if (k > 0 && detail::is_thin(m, n, k)) {
+    detail::thin_product<OpA, OpB>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                                   detail::as_stored{});
+    return finish(c, m, n, ldc);
+  }
   // Eigen's kernel accumulates into C: apply β first. dafuse's applies β as it stores C (β = 0
   // never reads C, so NaN there does not propagate).
   constexpr bool native = gemm_workspace<T>::native;
@@ -237,15 +405,12 @@ void gemm(gemm_workspace<T>& ws,
       cm.setZero();
     else if (beta != T(1))
       cm *= beta;
-    if (k == 0) return;
+    if (k == 0) return finish(c, m, n, ldc);
   }
   const T beta_kernel = native ? beta : T(1);
-  if (ws.threads() < 1)
-    fail("gemm", "workspace", "one sized at construction (gemm_workspace(m, n, k))",
-         "a default-constructed one");
 
-  detail::split_product<OpA, OpB>(
-      m, n, k, ws.threads(), ws.row_tile, ws.col_tile, a, lda, b, ldb, c, ldc,
+  return detail::split_product<OpA, OpB>(
+      m, n, k, ws.threads(), ws.row_tile, ws.col_tile, a, lda, b, ldb, c, ldc, ws.block_sums(),
       [&](int t, index_t rows, index_t cols, const T* ab, const T* bb, T* cb) {
         if constexpr (native) {
 #if DAFUSE_GEMM_FP32_NATIVE
@@ -255,23 +420,26 @@ void gemm(gemm_workspace<T>& ws,
         } else {
           product::run(rows, cols, k, ab, lda, bb, ldb, cb, 1, ldc, alpha, ws.blocking(t), nullptr);
         }
-      });
+      },
+      finish);
 }
 
 template <class T>
-template <op OpA, op OpB>
-void gemm_workspace<T>::product(index_t m,
-                                index_t n,
-                                index_t k,
-                                T alpha,
-                                const T* a,
-                                index_t lda,
-                                const T* b,
-                                index_t ldb,
-                                T beta,
-                                T* c,
-                                index_t ldc) {
-  gemm<OpA, OpB>(*this, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+template <op OpA, op OpB, class Finish>
+double gemm_workspace<T>::product(index_t m,
+                                  index_t n,
+                                  index_t k,
+                                  T alpha,
+                                  const T* a,
+                                  index_t lda,
+                                  const T* b,
+                                  index_t ldb,
+                                  T beta,
+                                  T* c,
+                                  index_t ldc,
+                                  Finish&& finish) {
+  return gemm<OpA, OpB>(*this, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                        std::forward<Finish>(finish));
 }
 
 }  // namespace dafuse::backend::generic

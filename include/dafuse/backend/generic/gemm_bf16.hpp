@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <utility>
 #include <vector>
 
 namespace dafuse::backend::generic {
@@ -204,6 +205,23 @@ struct bf16_kernel {
 
 }  // namespace detail
 
+class bf16_gemm_workspace;
+//! C = α·bf16(op(A))·bf16(op(B)) + β·C (defined below the workspace).
+template <op OpA, op OpB, class Finish = no_finish>
+double gemm_bf16(bf16_gemm_workspace& ws,
+                 index_t m,
+                 index_t n,
+                 index_t k,
+                 float alpha,
+                 const float* a,
+                 index_t lda,
+                 const float* b,
+                 index_t ldb,
+                 float beta,
+                 float* c,
+                 index_t ldc,
+                 Finish&& finish = {});
+
 //! Packing buffers for every bf16 product of a step, sized once for the largest one, per thread.
 //! Native path: per thread a [mc, kc] block of A and a [kc, nc] block of B as bf16 pairs (at most
 //! 256×512 and 512×3072, fewer for smaller products). Portable path: fp32 copies of A and B with
@@ -234,6 +252,7 @@ class bf16_gemm_workspace {
       p.a = aligned_array<std::uint32_t>(std::size_t(p.mc * p.kc / 2));
       p.b = aligned_array<std::uint32_t>(std::size_t(p.kc / 2 * p.nc));
     }
+    block_sums_.assign(std::size_t(threads), 0.0);
 #else
     a_ = detail::aligned_array<float>(std::size_t(max_m_ * max_k_));
     b_ = detail::aligned_array<float>(std::size_t(max_k_ * max_n_));
@@ -255,33 +274,40 @@ class bf16_gemm_workspace {
   index_t max_k() const {
     return max_k_;
   }
+#if DAFUSE_GEMM_BF16_NATIVE
+  //! Threads split C in whole register tiles of the bf16 kernel.
+  static constexpr index_t row_tile = detail::bf16_mr;
+  static constexpr index_t col_tile = detail::bf16_nr;
+#endif
   //! How gemm_bf16 splits C[m, n] = op(A)[m, k]·op(B)[k, n] among this workspace's threads.
   detail::product_split split(index_t m, index_t n, index_t k) const {
 #if DAFUSE_GEMM_BF16_NATIVE
-    return detail::split_for(m, n, k, int(panels_.size()), detail::bf16_mr, detail::bf16_nr);
+    return detail::split_for(m, n, k, int(panels_.size()), row_tile, col_tile);
 #else
     return fp32_.split(m, n, k);
 #endif
   }
 
  private:
-  template <op OpA, op OpB>
-  friend void gemm_bf16(bf16_gemm_workspace&,
-                        index_t,
-                        index_t,
-                        index_t,
-                        float,
-                        const float*,
-                        index_t,
-                        const float*,
-                        index_t,
-                        float,
-                        float*,
-                        index_t);
+  template <op OpA, op OpB, class Finish>
+  friend double gemm_bf16(bf16_gemm_workspace&,
+                          index_t,
+                          index_t,
+                          index_t,
+                          float,
+                          const float*,
+                          index_t,
+                          const float*,
+                          index_t,
+                          float,
+                          float*,
+                          index_t,
+                          Finish&&);
 
   index_t max_m_ = 0, max_n_ = 0, max_k_ = 0;
 #if DAFUSE_GEMM_BF16_NATIVE
   std::vector<detail::bf16_panels> panels_;
+  std::vector<double> block_sums_;  // one per thread (split_product)
 #else
   detail::aligned_array<float> a_, b_;
   gemm_workspace<float> fp32_;
@@ -292,20 +318,22 @@ class bf16_gemm_workspace {
 //! dimension: `gemm` (gemm.hpp) with each element of A and B rounded to bf16 (nearest even) and
 //! the products summed in fp32. op(A) is [m, k], op(B) is [k, n]; β = 0 overwrites C (NaN in C
 //! does not propagate). The product must fit the workspace (m ≤ max_m, n ≤ max_n, k ≤ max_k).
+//! Each finished block of C goes to `finish` as in gemm(); returns the sum of its shares.
 //! Allocates nothing.
-template <op OpA, op OpB>
-void gemm_bf16(bf16_gemm_workspace& ws,
-               index_t m,
-               index_t n,
-               index_t k,
-               float alpha,
-               const float* a,
-               index_t lda,
-               const float* b,
-               index_t ldb,
-               float beta,
-               float* c,
-               index_t ldc) {
+template <op OpA, op OpB, class Finish>
+double gemm_bf16(bf16_gemm_workspace& ws,
+                 index_t m,
+                 index_t n,
+                 index_t k,
+                 float alpha,
+                 const float* a,
+                 index_t lda,
+                 const float* b,
+                 index_t ldb,
+                 float beta,
+                 float* c,
+                 index_t ldc,
+                 Finish&& finish) {
   if (!ws.sized())
     fail("gemm_bf16", "workspace", "one sized at construction (bf16_gemm_workspace(m, n, k))",
          "a default-constructed one");
@@ -314,22 +342,29 @@ void gemm_bf16(bf16_gemm_workspace& ws,
          "one within the workspace's [max_m, max_k]·[max_k, max_n]: construct the workspace for "
          "the largest product",
          "a larger one");
-  if (m <= 0 || n <= 0) return;
+  if (m <= 0 || n <= 0) return 0.0;
   if (k <= 0) {
     // No products: C = β·C, with β = 0 overwriting.
     for (index_t j = 0; j < n; ++j)
       for (index_t i = 0; i < m; ++i) c[i + j * ldc] = beta == 0.0f ? 0.0f : beta * c[i + j * ldc];
-    return;
+    return finish(c, m, n, ldc);
+  }
+  if (detail::is_thin(m, n, k)) {
+    detail::thin_product<OpA, OpB>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                                   [](float v) { return round_to_bf16(v); });
+    return finish(c, m, n, ldc);
   }
 #if DAFUSE_GEMM_BF16_NATIVE
   // Whole micro-tiles per thread; each packs its own copy of the other operand (the price of no
   // shared state).
-  detail::split_product<OpA, OpB>(
-      m, n, k, int(ws.panels_.size()), detail::bf16_mr, detail::bf16_nr, a, lda, b, ldb, c, ldc,
+  return detail::split_product<OpA, OpB>(
+      m, n, k, int(ws.panels_.size()), ws.row_tile, ws.col_tile, a, lda, b, ldb, c, ldc,
+      ws.block_sums_.data(),
       [&](int t, index_t rows, index_t cols, const float* ab, const float* bb, float* cb) {
         detail::blocked_product<detail::bf16_kernel, OpA == op::transpose, OpB == op::transpose>(
             ws.panels_[std::size_t(t)], rows, cols, k, alpha, ab, lda, bb, ldb, beta, cb, ldc);
-      });
+      },
+      finish);
 #else
   // Round A and B as stored (op(X) is the same transpose of the copy), then Eigen's fp32 kernel:
   // products of bf16 values are exact in fp32, so only the order of the sums differs from the
@@ -342,8 +377,9 @@ void gemm_bf16(bf16_gemm_workspace& ws,
     for (index_t i = 0; i < a_rows; ++i) ra[i + j * a_rows] = round_to_bf16(a[i + j * lda]);
   for (index_t j = 0; j < b_cols; ++j)
     for (index_t i = 0; i < b_rows; ++i) rb[i + j * b_rows] = round_to_bf16(b[i + j * ldb]);
-  gemm<OpA, OpB>(ws.fp32_, m, n, k, alpha, static_cast<const float*>(ra), a_rows,
-                 static_cast<const float*>(rb), b_rows, beta, c, ldc);
+  return gemm<OpA, OpB>(ws.fp32_, m, n, k, alpha, static_cast<const float*>(ra), a_rows,
+                        static_cast<const float*>(rb), b_rows, beta, c, ldc,
+                        std::forward<Finish>(finish));
 #endif
 }
 

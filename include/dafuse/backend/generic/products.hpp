@@ -20,6 +20,7 @@
 #include <dafuse/core/meta.hpp>
 
 #include <type_traits>
+#include <utility>
 
 namespace dafuse::backend::generic {
 
@@ -44,23 +45,27 @@ class mixed_products {
   mixed_products(index_t max_m, index_t max_n, index_t max_k) : kernel_(max_m, max_n, max_k) {}
 
   //! C = α·op(A)·op(B) + β·C on operands that hold F's values (or, with rounds_operands, that it
-  //! rounds to F itself), accumulated in fp32.
-  template <op OpA, op OpB>
-  void product(index_t m,
-               index_t n,
-               index_t k,
-               float alpha,
-               const float* a,
-               index_t lda,
-               const float* b,
-               index_t ldb,
-               float beta,
-               float* c,
-               index_t ldc) {
+  //! rounds to F itself), accumulated in fp32; each finished block of C goes to `finish` as in
+  //! gemm(), which returns the sum of its shares.
+  template <op OpA, op OpB, class Finish = no_finish>
+  double product(index_t m,
+                 index_t n,
+                 index_t k,
+                 float alpha,
+                 const float* a,
+                 index_t lda,
+                 const float* b,
+                 index_t ldb,
+                 float beta,
+                 float* c,
+                 index_t ldc,
+                 Finish&& finish = {}) {
     if constexpr (native_bf16)
-      gemm_bf16<OpA, OpB>(kernel_, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      return gemm_bf16<OpA, OpB>(kernel_, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                                 std::forward<Finish>(finish));
     else
-      gemm<OpA, OpB>(kernel_, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      return gemm<OpA, OpB>(kernel_, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                            std::forward<Finish>(finish));
   }
   //! How product() splits C[m, n] = op(A)[m, k]·op(B)[k, n] among threads.
   detail::product_split split(index_t m, index_t n, index_t k) const {

@@ -52,12 +52,9 @@ inline constexpr index_t update_prefetch_bytes = 2048;
 //! Prefetches parameters [first, last) and their optimizer state for writing.
 template <class Optim, class T>
 void prefetch_for_update(T* params, T* state, index_t state_stride, index_t first, index_t last) {
-  constexpr index_t line = index_t(64 / sizeof(T));
-  for (index_t i = first; i < last; i += line) {
-    __builtin_prefetch(params + i, 1);
-    for (index_t s = 0; s < Optim::state_per_param; ++s)
-      __builtin_prefetch(state + s * state_stride + i, 1);
-  }
+  detail::prefetch_for_write(params + first, last - first);
+  for (index_t s = 0; s < Optim::state_per_param; ++s)
+    detail::prefetch_for_write(state + s * state_stride + first, last - first);
 }
 
 //! Slice t of [first, last) among `threads`: equal slices in whole 64-byte lines of T, so no two
