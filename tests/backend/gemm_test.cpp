@@ -105,14 +105,16 @@ void check_all_sizes() {
   // Larger than one block of every loop of the fp32 kernel (mc = 192, kc = 256), with an odd k,
   // and β applied once although k spans several blocks.
   check_product<T, OpA, OpB>(300, 41, 601, T(0.25), T(0.5), false);
-  // Products with a side of 1 run as thin_product: row times matrix past its 256-sum chunks and
-  // its 16-lane dot products, a column (n = 1) likewise, outer products (k = 1) of many columns.
+  // Products with a side of 1 and at least thin_product_min_terms terms run as thin_product:
+  // row times matrix past its 256-sum chunks and its 16-lane dot products with a tail, a column
+  // (n = 1) likewise, outer products (k = 1) of many columns.
   for (const auto& [m, n, k] : {std::array<index_t, 3>{1, 600, 37},
-                                {1, 257, 2},
+                                {1, 257, 20},
                                 {600, 1, 37},
-                                {257, 1, 2},
+                                {257, 1, 20},
                                 {600, 300, 1},
-                                {1, 1, 1000}}) {
+                                {1, 1, 5000}}) {
+    REQUIRE(generic::detail::is_thin(m, n, k));
     check_product<T, OpA, OpB>(m, n, k, T(1), T(0), true);
     check_product<T, OpA, OpB>(m, n, k, T(-0.75), T(1), false);
     check_product<T, OpA, OpB>(m, n, k, T(1.5), T(0.5), false);

@@ -134,10 +134,16 @@ template <class Products>
 struct finish_weight_gradient {
   template <class T>
   double operator()(T* block, index_t rows, index_t cols, index_t ld) const {
-    Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>, 0, Eigen::OuterStride<>> dw(
-        block, rows, cols, Eigen::OuterStride<>(ld));
-    if constexpr (Products::rounds) dw = dw.unaryExpr([](T v) { return Products::round(v); });
-    return double(dw.squaredNorm());
+    const auto finish = [](auto&& dw) {
+      if constexpr (Products::rounds) dw = dw.unaryExpr([](T v) { return Products::round(v); });
+      return double(dw.squaredNorm());
+    };
+    // A block of whole columns is one contiguous run, which Eigen vectorises across columns (a
+    // 15-row gradient would leave each column to scalar code).
+    if (ld == rows) return finish(vector_map<T>(block, rows * cols));
+    return finish(
+        Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>, 0, Eigen::OuterStride<>>(
+            block, rows, cols, Eigen::OuterStride<>(ld)));
   }
 };
 
