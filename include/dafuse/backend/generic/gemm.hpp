@@ -413,7 +413,7 @@ double gemm(gemm_workspace<T>& ws,
       cm *= beta;
     if (k == 0) return finish(c, m, n, ldc);
   }
-  const T beta_kernel = native ? beta : T(1);
+  [[maybe_unused]] const T beta_kernel = native ? beta : T(1);  // unused without the kernel
 
   return detail::split_product<OpA, OpB>(
       m, n, k, ws.threads(), ws.row_tile, ws.col_tile, a, lda, b, ldb, c, ldc, ws.block_sums(),

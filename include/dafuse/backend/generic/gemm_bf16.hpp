@@ -205,23 +205,6 @@ struct bf16_kernel {
 
 }  // namespace detail
 
-class bf16_gemm_workspace;
-//! C = α·bf16(op(A))·bf16(op(B)) + β·C (defined below the workspace).
-template <op OpA, op OpB, class Finish = no_finish>
-double gemm_bf16(bf16_gemm_workspace& ws,
-                 index_t m,
-                 index_t n,
-                 index_t k,
-                 float alpha,
-                 const float* a,
-                 index_t lda,
-                 const float* b,
-                 index_t ldb,
-                 float beta,
-                 float* c,
-                 index_t ldc,
-                 Finish&& finish = {});
-
 //! Packing buffers for every bf16 product of a step, sized once for the largest one, per thread.
 //! Native path: per thread a [mc, kc] block of A and a [kc, nc] block of B as bf16 pairs (at most
 //! 256×512 and 512×3072, fewer for smaller products). Portable path: fp32 copies of A and B with
@@ -288,22 +271,31 @@ class bf16_gemm_workspace {
 #endif
   }
 
- private:
-  template <op OpA, op OpB, class Finish>
-  friend double gemm_bf16(bf16_gemm_workspace&,
-                          index_t,
-                          index_t,
-                          index_t,
-                          float,
-                          const float*,
-                          index_t,
-                          const float*,
-                          index_t,
-                          float,
-                          float*,
-                          index_t,
-                          Finish&&);
+#if DAFUSE_GEMM_BF16_NATIVE
+  //! Thread t's packing buffers, and one finisher share per thread (split_product).
+  detail::bf16_panels& panels(int t) {
+    return panels_[std::size_t(t)];
+  }
+  int threads() const {
+    return int(panels_.size());
+  }
+  double* block_sums() {
+    return block_sums_.data();
+  }
+#else
+  //! Room for op(A) and op(B) rounded to bf16 as stored, and the fp32 product's buffers.
+  float* rounded_a() {
+    return a_.data();
+  }
+  float* rounded_b() {
+    return b_.data();
+  }
+  gemm_workspace<float>& fp32() {
+    return fp32_;
+  }
+#endif
 
+ private:
   index_t max_m_ = 0, max_n_ = 0, max_k_ = 0;
 #if DAFUSE_GEMM_BF16_NATIVE
   std::vector<detail::bf16_panels> panels_;
@@ -320,7 +312,7 @@ class bf16_gemm_workspace {
 //! does not propagate). The product must fit the workspace (m ≤ max_m, n ≤ max_n, k ≤ max_k).
 //! Each finished block of C goes to `finish` as in gemm(); returns the sum of its shares.
 //! Allocates nothing.
-template <op OpA, op OpB, class Finish>
+template <op OpA, op OpB, class Finish = no_finish>
 double gemm_bf16(bf16_gemm_workspace& ws,
                  index_t m,
                  index_t n,
@@ -333,11 +325,11 @@ double gemm_bf16(bf16_gemm_workspace& ws,
                  float beta,
                  float* c,
                  index_t ldc,
-                 Finish&& finish) {
+                 Finish&& finish = {}) {
   if (!ws.sized())
     fail("gemm_bf16", "workspace", "one sized at construction (bf16_gemm_workspace(m, n, k))",
          "a default-constructed one");
-  if (m > ws.max_m_ || n > ws.max_n_ || k > ws.max_k_)
+  if (m > ws.max_m() || n > ws.max_n() || k > ws.max_k())
     fail("gemm_bf16", "product size",
          "one within the workspace's [max_m, max_k]·[max_k, max_n]: construct the workspace for "
          "the largest product",
@@ -358,11 +350,10 @@ double gemm_bf16(bf16_gemm_workspace& ws,
   // Whole micro-tiles per thread; each packs its own copy of the other operand (the price of no
   // shared state).
   return detail::split_product<OpA, OpB>(
-      m, n, k, int(ws.panels_.size()), ws.row_tile, ws.col_tile, a, lda, b, ldb, c, ldc,
-      ws.block_sums_.data(),
+      m, n, k, ws.threads(), ws.row_tile, ws.col_tile, a, lda, b, ldb, c, ldc, ws.block_sums(),
       [&](int t, index_t rows, index_t cols, const float* ab, const float* bb, float* cb) {
         detail::blocked_product<detail::bf16_kernel, OpA == op::transpose, OpB == op::transpose>(
-            ws.panels_[std::size_t(t)], rows, cols, k, alpha, ab, lda, bb, ldb, beta, cb, ldc);
+            ws.panels(t), rows, cols, k, alpha, ab, lda, bb, ldb, beta, cb, ldc);
       },
       finish);
 #else
@@ -371,13 +362,13 @@ double gemm_bf16(bf16_gemm_workspace& ws,
   // native path.
   const index_t a_rows = OpA == op::none ? m : k, a_cols = OpA == op::none ? k : m;
   const index_t b_rows = OpB == op::none ? k : n, b_cols = OpB == op::none ? n : k;
-  float* ra = ws.a_.data();
-  float* rb = ws.b_.data();
+  float* ra = ws.rounded_a();
+  float* rb = ws.rounded_b();
   for (index_t j = 0; j < a_cols; ++j)
     for (index_t i = 0; i < a_rows; ++i) ra[i + j * a_rows] = round_to_bf16(a[i + j * lda]);
   for (index_t j = 0; j < b_cols; ++j)
     for (index_t i = 0; i < b_rows; ++i) rb[i + j * b_rows] = round_to_bf16(b[i + j * ldb]);
-  return gemm<OpA, OpB>(ws.fp32_, m, n, k, alpha, static_cast<const float*>(ra), a_rows,
+  return gemm<OpA, OpB>(ws.fp32(), m, n, k, alpha, static_cast<const float*>(ra), a_rows,
                         static_cast<const float*>(rb), b_rows, beta, c, ldc,
                         std::forward<Finish>(finish));
 #endif
