@@ -130,6 +130,8 @@ double bias_gradient(const matrix_map<T>& dz, T* gw) {
 //! core's half of each: office-head's fp32 step took 3.35 ms that way against 3.21 ms. Gradients
 //! are stored in the narrow format too: a scaled fp16 gradient that does not fit becomes ±Inf here,
 //! and the norm reports the overflow.
+//! The step's norm is then a sum of per-block norms: the same for a given thread count, but not
+//! to the last bit across thread counts (nor is a clipping scale computed from it).
 template <class Products>
 struct finish_weight_gradient {
   template <class T>

@@ -62,25 +62,37 @@ struct product_split {
     return {m > n, 1, side, side};
   }
 
-  //! Block t's rows or columns [first, second) of C; empty from t = threads on.
+  //! Block t's rows or columns [first, second) of C; empty from t = threads on, and possibly for
+  //! the last t below it (per rounds up to whole tiles).
   std::pair<index_t, index_t> range(int t) const {
     const index_t first = t < threads ? std::min<index_t>(side, index_t(t) * per) : side;
     return {first, t < threads ? std::min<index_t>(side, first + per) : side};
   }
 };
 
+//! Products of fewer multiply-adds stay on the kernel, whose packing rounds and lays out the
+//! operands in vector loops: thin_product's scalar tails took longer there (moons' 15 → 1 layer:
+//! its bf16 step 13 µs against 9 µs on the kernel).
+inline constexpr double thin_product_min_terms = 4096;
+
+//! Whether C[m, n] = op(A)[m, k]·op(B)[k, n] runs as thin_product rather than on the kernel.
+inline bool is_thin(index_t m, index_t n, index_t k) {
+  return (m == 1 || n == 1 || k == 1) &&
+         double(m) * double(n) * double(k) >= thin_product_min_terms;
+}
+
 //! The split of C[m, n] = op(A)[m, k]·op(B)[k, n] over at most `max_threads` threads in blocks of
-//! whole `row_tile`-row or `col_tile`-column register tiles. Below gemm_parallel_flops, or with
-//! one thread: all of C on one. Otherwise C is split along its longer side. Each thread reads all
-//! of the other operand, so splitting the longer side makes that the smaller one: a DANN product
-//! is usually wide in features and short in samples (office-head's G_d: [1024, 1024]·[1024, 64]),
-//! and splitting its 64 columns made both cores stream all 4 MB of W where splitting its 1024
-//! rows reads W once.
+//! whole `row_tile`-row or `col_tile`-column register tiles. Below gemm_parallel_flops, for a
+//! thin product (which runs on the calling thread), or with one thread: all of C on one. Otherwise
+//! C is split along its longer side. Each thread reads all of the other operand, so splitting the
+//! longer side makes that the smaller one: a DANN product is usually wide in features and short in
+//! samples (office-head's G_d: [1024, 1024]·[1024, 64]), and splitting its 64 columns made both
+//! cores stream all 4 MB of W where splitting its 1024 rows reads W once.
 inline product_split split_for(
     index_t m, index_t n, index_t k, int max_threads, index_t row_tile, index_t col_tile) {
   product_split s = product_split::one_thread(m, n);
   const index_t tile = s.by_rows ? row_tile : col_tile;
-  if (2.0 * double(m) * double(n) * double(k) < gemm_parallel_flops) return s;
+  if (is_thin(m, n, k) || 2.0 * double(m) * double(n) * double(k) < gemm_parallel_flops) return s;
   s.threads = std::max(1, std::min<int>(max_threads, int((s.side + tile - 1) / tile)));
   s.per = ((s.side + s.threads - 1) / s.threads + tile - 1) / tile * tile;
   return s;
@@ -91,7 +103,10 @@ inline product_split split_for(
 //! What a product does with each finished block of C: nothing (a share of 0 in the sum that
 //! gemm() returns). A finisher is called as `finish(block, rows, cols, ldc)` on the block's
 //! [rows, cols] values, column-major with C's leading dimension, by the thread that has just
-//! written them, and returns that block's share of a sum.
+//! written them, and returns that block's share of a sum. Finishers of one product run
+//! concurrently on different blocks and must not throw (inside the OpenMP region an exception
+//! ends the program). The sum is added in block order, so it depends on the split: a sum of
+//! squares comes out the same for a given thread count, not across thread counts.
 struct no_finish {
   template <class T>
   double operator()(T*, index_t, index_t, index_t) const {
@@ -107,17 +122,6 @@ namespace detail {
 // took 86 µs a step there (OMP_NUM_THREADS=2), and take 14 µs on one thread and 47 µs on two here,
 // most of it the outer product's writes (below). `load` is what a product does to each operand
 // value as it reads it: nothing, or gemm_bf16's rounding.
-
-//! Products of fewer multiply-adds stay on the kernel, whose packing rounds and lays out the
-//! operands in vector loops: these loops' scalar tails took longer there (moons' 15 → 1 layer:
-//! its bf16 step 13 µs against 9 µs on the kernel).
-inline constexpr double thin_product_min_terms = 4096;
-
-//! Whether C[m, n] = op(A)[m, k]·op(B)[k, n] runs as thin_product rather than on the kernel.
-inline bool is_thin(index_t m, index_t n, index_t k) {
-  return (m == 1 || n == 1 || k == 1) &&
-         double(m) * double(n) * double(k) >= thin_product_min_terms;
-}
 
 //! C(0, j) = α·x·y(:, j) + β·C(0, j) for j < n: a row x[k] (x(l) at x[l·xs]) times a matrix
 //! y[k, n] (y(l, j) at y[l·yl + j·yj]); C(0, j) at c[j·cs]. β = 0 does not read C.
@@ -214,7 +218,7 @@ void thin_product(index_t m,
     if (ai == 1)
       columns([a](index_t i) { return a[i]; });
     else
-      columns([a, ai](index_t i) { return a[i * ai]; });
+      columns([a, stride = ai](index_t i) { return a[i * stride]; });
   } else if (m == 1) {
     row_times_matrix(k, n, alpha, a, al, b, bl, bj, beta, c, ldc, load);
   } else {
