@@ -115,25 +115,16 @@ void input_product(Products&, const T* w, sparse_matrix_view<const T> x, T* y) {
   sparse_input_product<Products>(w, Layer::out, x, y);
 }
 
-//! Writes ∂L/∂b = Σ_columns δz, rounded to the stored format, and returns its squared norm.
-template <class Layer, class T, class Products>
-double bias_gradient(const matrix_map<T>& dz, T* gw) {
-  vector_map<T> db(gw + Layer::weight_count, Layer::out);
-  db.noalias() = dz.rowwise().sum();
-  if constexpr (Products::rounds) db = db.unaryExpr([](T v) { return Products::round(v); });
-  return double(db.squaredNorm());
-}
-
-//! A product finisher (gemm.hpp) for a weight gradient: rounds a finished block of ∂L/∂W to the
-//! stored format and returns its squared norm. The thread that wrote the block runs it while the
-//! block is in its own cache. One core reading every gradient after the product fetched the other
-//! core's half of each: office-head's fp32 step took 3.35 ms that way against 3.21 ms. Gradients
-//! are stored in the narrow format too: a scaled fp16 gradient that does not fit becomes ±Inf here,
-//! and the norm reports the overflow.
-//! The step's norm is then a sum of per-block norms: the same for a given thread count, but not
-//! to the last bit across thread counts (nor is a clipping scale computed from it).
+//! A product finisher (gemm.hpp) for a gradient: rounds a finished block of ∂L/∂W (or ∂L/∂b) to
+//! the stored format and returns its squared norm. The thread that wrote the block runs it while
+//! the block is in its own cache. One core reading every gradient after the product fetched the
+//! other core's half of each: office-head's fp32 step took 3.35 ms that way against 3.21 ms.
+//! Gradients are stored in the narrow format too: a scaled fp16 gradient that does not fit becomes
+//! ±Inf here, and the norm reports the overflow. The step's norm is then a sum of per-block norms:
+//! the same for a given thread count, but not to the last bit across thread counts (nor is a
+//! clipping scale computed from it).
 template <class Products>
-struct finish_weight_gradient {
+struct finish_gradient {
   template <class T>
   double operator()(T* block, index_t rows, index_t cols, index_t ld) const {
     const auto finish = [](auto&& dw) {
@@ -149,12 +140,20 @@ struct finish_weight_gradient {
   }
 };
 
+//! Writes ∂L/∂b = Σ_columns δz, rounded to the stored format, and returns its squared norm.
+template <class Layer, class T, class Products>
+double bias_gradient(const matrix_map<T>& dz, T* gw) {
+  T* db = gw + Layer::weight_count;
+  vector_map<T>(db, Layer::out).noalias() = dz.rowwise().sum();
+  return finish_gradient<Products>{}(db, Layer::out, 1, Layer::out);
+}
+
 //! ∂L/∂W = δz·xᵀ ([out, n]·[n, in]) and ∂L/∂b for a dense input; returns their squared norm.
 template <class Layer, class T, class Products>
 double weight_gradient(Products& ws, const matrix_map<T>& dz, matrix_view<const T> x, T* gw) {
   const double weight_sq = ws.template product<op::none, op::transpose>(
       Layer::out, Layer::in, x.cols, T(1), dz.data(), Layer::out, x.data, Layer::in, T(0), gw,
-      Layer::out, finish_weight_gradient<Products>{});
+      Layer::out, finish_gradient<Products>{});
   return bias_gradient<Layer, T, Products>(dz, gw) + weight_sq;
 }
 
@@ -165,7 +164,7 @@ template <class Layer, class T, class Products>
 double weight_gradient(Products&, const matrix_map<T>& dz, sparse_matrix_view<const T> x, T* gw) {
   sparse_weight_gradient<Products>(dz.data(), Layer::out, x, gw);
   double norm_sq = bias_gradient<Layer, T, Products>(dz, gw);
-  const finish_weight_gradient<Products> finish;
+  const finish_gradient<Products> finish;
   if (x.used_rows == nullptr) return norm_sq + finish(gw, Layer::out, Layer::in, Layer::out);
   for (index_t k = 0; k < x.used_count; ++k)
     norm_sq += finish(gw + index_t(x.used_rows[k]) * Layer::out, Layer::out, 1, Layer::out);

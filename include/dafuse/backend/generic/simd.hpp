@@ -56,14 +56,15 @@ inline index_t round_up(index_t x, index_t to) {
   return (x + to - 1) / to * to;
 }
 
-//! Asks for the cache lines of x[0, count) for writing (PREFETCHW on x86). On 2 cores a line that
-//! both have read since it was last written is in both caches, and the first write to it waits
-//! for the other core's copy to be invalidated; asked for ahead of the writes, those
-//! invalidations overlap (update.hpp has the measurements).
-template <class T>
-inline void prefetch_for_write(T* x, index_t count) {
+//! Asks for the cache lines of x[0, count), one request per 64-byte line, to be written (ForWrite:
+//! PREFETCHW on x86) or only read. On 2 cores a line that both have read since it was last
+//! written is in both caches, and the first write to it waits for the other core's copy to be
+//! invalidated; asked for ahead of the writes, those invalidations overlap (update.hpp has the
+//! measurements).
+template <bool ForWrite, class T>
+inline void prefetch_lines(const T* x, index_t count) {
   constexpr index_t line = index_t(64 / sizeof(T));
-  for (index_t i = 0; i < count; i += line) __builtin_prefetch(x + i, 1);
+  for (index_t i = 0; i < count; i += line) __builtin_prefetch(x + i, ForWrite ? 1 : 0);
 }
 
 #if DAFUSE_SIMD_AVX512

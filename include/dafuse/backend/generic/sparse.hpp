@@ -12,6 +12,8 @@
 #pragma once
 #include <dafuse/config.hpp>
 
+#include <dafuse/backend/generic/simd.hpp>
+
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/meta.hpp>
 
@@ -23,13 +25,6 @@ namespace detail {
 //! Non-zeros ahead whose column of W (or ∂L/∂W) is prefetched: the columns are at random
 //! feature indices, so the hardware prefetcher cannot find them.
 inline constexpr index_t sparse_prefetch_distance = 8;
-
-//! Asks for the `out` values at p to be brought into cache, one request per 64-byte line, to be
-//! written (ForWrite) or only read.
-template <bool ForWrite, class T>
-inline void prefetch_column(const T* p, index_t out) {
-  for (index_t i = 0; i < out; i += index_t(64 / sizeof(T))) __builtin_prefetch(p + i, ForWrite);
-}
 }  // namespace detail
 
 //! y[:, c] = Σ round(v) · W[:, j] over column c's non-zeros (j, v); y is [out, x.cols] and is
@@ -43,7 +38,7 @@ void sparse_input_product(const T* w, index_t out, sparse_matrix_view<const T> x
     yc.setZero();
     for (index_t k = x.col_begin(c), end = x.col_begin(c + 1); k < end; ++k) {
       if (k + detail::sparse_prefetch_distance < nnz)
-        detail::prefetch_column<false>(
+        detail::prefetch_lines<false>(
             w + index_t(x.indices[k + detail::sparse_prefetch_distance]) * out, out);
       yc += Round::round(x.values[k]) *
             Eigen::Map<const vector>(w + index_t(x.indices[k]) * out, out);
@@ -62,7 +57,7 @@ void sparse_weight_gradient(const T* dz, index_t out, sparse_matrix_view<const T
     const Eigen::Map<const vector> dzc(dz + c * out, out);
     for (index_t k = x.col_begin(c), end = x.col_begin(c + 1); k < end; ++k) {
       if (k + detail::sparse_prefetch_distance < nnz)
-        detail::prefetch_column<true>(
+        detail::prefetch_lines<true>(
             dw + index_t(x.indices[k + detail::sparse_prefetch_distance]) * out, out);
       Eigen::Map<vector>(dw + index_t(x.indices[k]) * out, out) += Round::round(x.values[k]) * dzc;
     }

@@ -52,9 +52,9 @@ inline constexpr index_t update_prefetch_bytes = 2048;
 //! Prefetches parameters [first, last) and their optimizer state for writing.
 template <class Optim, class T>
 void prefetch_for_update(T* params, T* state, index_t state_stride, index_t first, index_t last) {
-  detail::prefetch_for_write(params + first, last - first);
+  detail::prefetch_lines<true>(params + first, last - first);
   for (index_t s = 0; s < Optim::state_per_param; ++s)
-    detail::prefetch_for_write(state + s * state_stride + first, last - first);
+    detail::prefetch_lines<true>(state + s * state_stride + first, last - first);
 }
 
 //! Slice t of [first, last) among `threads`: equal slices in whole 64-byte lines of T, so no two
