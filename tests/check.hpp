@@ -2,6 +2,8 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <dafuse/core/error.hpp>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +15,17 @@
 #include <system_error>
 
 namespace dafuse::test {
+
+//! The message of the dafuse::error `f` throws, or "" when it throws none.
+template <class F>
+std::string error_message(F&& f) {
+  try {
+    f();
+  } catch (const dafuse::error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 //! Largest |a_i − b_i| divided by the scale of b (its largest magnitude, at least `floor`):
 //! relative error in the max norm, meaningful for vectors with entries near zero.

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <optional>
 #include <vector>
 
 namespace {
@@ -36,9 +37,16 @@ struct matrix {
   float at(index_t i, index_t j) const { return v[std::size_t(i + j * ld)]; }
 };
 
+//! With `split`, the product runs as it says, the workspace holding room for its partial sums.
 template <op OpA, op OpB>
-void check_product(
-    index_t m, index_t n, index_t k, float alpha, float beta, bool nan_in_c, int threads = 0) {
+void check_product(index_t m,
+                   index_t n,
+                   index_t k,
+                   float alpha,
+                   float beta,
+                   bool nan_in_c,
+                   int threads = 0,
+                   std::optional<generic::detail::product_split> split = std::nullopt) {
   CAPTURE(m);
   CAPTURE(n);
   CAPTURE(k);
@@ -55,8 +63,9 @@ void check_product(
   const matrix c0 = c;
 
   generic::bf16_gemm_workspace ws(m, n, k, threads);
+  if (split) ws.reserve_partial_sums(m * n);
   generic::gemm_bf16<OpA, OpB>(ws, m, n, k, alpha, a.v.data(), a.ld, b.v.data(), b.ld, beta,
-                               c.v.data(), c.ld);
+                               c.v.data(), c.ld, generic::no_finish{}, split);
 
   // Reference: exact products of the bf16 values, summed in double. The error bound is fp32
   // accumulation's: a few units of 2^-24 per term of Σ|a||b|, with k terms at most.
@@ -107,6 +116,13 @@ void check_all_sizes() {
   // columns), each thread with its buffers.
   check_product<OpA, OpB>(301, 250, 451, 1.0f, 0.0f, true, 2);
   check_product<OpA, OpB>(250, 301, 451, 1.0f, 0.0f, true, 2);
+  // Split along k (a layer's forward product): partial sums added by rows, β applied once.
+  for (int threads : {2, 3}) {
+    const auto split =
+        generic::detail::product_split::even(generic::split_along::depth, 451, threads, 32);
+    check_product<OpA, OpB>(301, 70, 451, 1.0f, 0.0f, true, threads, split);
+    check_product<OpA, OpB>(301, 70, 451, -0.75f, 0.5f, false, threads, split);
+  }
 }
 
 }  // namespace

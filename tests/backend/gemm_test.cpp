@@ -3,7 +3,8 @@
 // against a naive product in double: fp32 and fp64, all four op combinations, sizes that are no
 // multiple of any register tile or block, leading dimensions larger than the rows, α ≠ 1,
 // β ∈ {0, 1, 0.5}, NaN in C with β = 0, k = 0, products with a side of 1 (thin_product), the
-// two-thread split of C, and the finisher that sees each thread's block of C.
+// two-thread split of C and the split along k with its partial sums, the finisher that sees each
+// thread's block of C, and layer_split, which divides a dense layer's products by W's columns.
 #include <dafuse/backend/generic/gemm.hpp>
 #include "../check.hpp"
 
@@ -16,13 +17,21 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <optional>
+#include <string>
 #include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 namespace {
 
 namespace generic = dafuse::backend::generic;
 using dafuse::index_t;
 using generic::op;
+using generic::split_along;
+using generic::detail::product_split;
 
 //! A column-major [rows, cols] matrix with leading dimension rows + pad, filled with values in
 //! (-2, 2); the padding holds a value that would spoil any result that read it.
@@ -41,9 +50,16 @@ struct matrix {
 
 //! Runs C = α·op(A)·op(B) + β·C on `threads` threads and checks it against the product in double,
 //! to a few units of T's rounding per term of Σ|a||b|; returns C.
+//! With `split`, the product runs as it says, the workspace holding room for its partial sums.
 template <class T, op OpA, op OpB>
-std::vector<T> check_product(
-    index_t m, index_t n, index_t k, T alpha, T beta, bool nan_in_c, int threads = 1) {
+std::vector<T> check_product(index_t m,
+                             index_t n,
+                             index_t k,
+                             T alpha,
+                             T beta,
+                             bool nan_in_c,
+                             int threads = 1,
+                             std::optional<product_split> split = std::nullopt) {
   CAPTURE(m);
   CAPTURE(n);
   CAPTURE(k);
@@ -61,8 +77,9 @@ std::vector<T> check_product(
   const matrix<T> c0 = c;
 
   generic::gemm_workspace<T> ws(m, n, k, threads);
+  if (split) ws.reserve_partial_sums(m * n);
   generic::gemm<OpA, OpB>(ws, m, n, k, alpha, a.v.data(), a.ld, b.v.data(), b.ld, beta, c.v.data(),
-                          c.ld);
+                          c.ld, generic::no_finish{}, split);
 
   const double unit = std::numeric_limits<T>::epsilon();
   double worst = 0;
@@ -133,6 +150,26 @@ void check_split() {
   }
 }
 
+//! Split along k (a layer's forward product, layer_split): thread t sums its block of the terms
+//! into C or into a partial sum, and the partials are added to C by rows. α, β (applied once,
+//! with thread 0's block) and NaN in C at β = 0; blocks of k that are no multiple of the kernel's
+//! (kc = 256), three threads, and 100 terms in three blocks (the fp32 kernel's 32-term units give
+//! 64, 36 and an empty third; Eigen's 16 give 48, 48, 4).
+template <class T, op OpA, op OpB>
+void check_depth_split() {
+  constexpr index_t unit = generic::gemm_workspace<T>::row_tile;  // as layer_split's
+  for (const auto& [m, n, k, threads] : {std::array<index_t, 4>{301, 70, 451, 2},
+                                         {301, 70, 451, 3},
+                                         {100, 50, 100, 3},
+                                         {33, 17, 600, 2}}) {
+    const product_split split = product_split::even(split_along::depth, k, int(threads), unit);
+    REQUIRE(split.threads == int(threads));
+    check_product<T, OpA, OpB>(m, n, k, T(1), T(0), true, int(threads), split);
+    check_product<T, OpA, OpB>(m, n, k, T(-0.75), T(1), false, int(threads), split);
+    check_product<T, OpA, OpB>(m, n, k, T(1.5), T(0.5), false, int(threads), split);
+  }
+}
+
 template <class T>
 void check_every_op() {
   check_all_sizes<T, op::none, op::none>();
@@ -143,6 +180,10 @@ void check_every_op() {
   check_split<T, op::none, op::transpose>();
   check_split<T, op::transpose, op::none>();
   check_split<T, op::transpose, op::transpose>();
+  check_depth_split<T, op::none, op::none>();
+  check_depth_split<T, op::none, op::transpose>();
+  check_depth_split<T, op::transpose, op::none>();
+  check_depth_split<T, op::transpose, op::transpose>();
 }
 
 }  // namespace
@@ -158,8 +199,13 @@ TEST_CASE("gemm in fp64 matches a double product for every op, size, alpha and b
 //! Runs C = op(A)·op(B) with a finisher that records each block it is given and doubles it, and
 //! checks that the blocks tile C once each, in whole rows or whole columns, and that gemm returns
 //! their shares (here each block's sum) added in block order.
+//! Split along k, the finisher gets the blocks of rows in which the partial sums were added.
 template <op OpA, op OpB>
-void check_finisher(index_t m, index_t n, index_t k, int threads) {
+void check_finisher(index_t m,
+                    index_t n,
+                    index_t k,
+                    int threads,
+                    std::optional<product_split> split = std::nullopt) {
   CAPTURE(m);
   CAPTURE(n);
   CAPTURE(k);
@@ -167,9 +213,10 @@ void check_finisher(index_t m, index_t n, index_t k, int threads) {
   const bool ta = OpA == op::transpose, tb = OpB == op::transpose;
   const matrix<float> a(ta ? k : m, ta ? m : k, 1, 3), b(tb ? n : k, tb ? k : n, 2, 4);
   generic::gemm_workspace<float> ws(m, n, k, threads);
+  ws.reserve_partial_sums(m * n);
   std::vector<float> plain(std::size_t(m * n)), c(std::size_t(m * n));
   generic::gemm<OpA, OpB>(ws, m, n, k, 1.0f, a.v.data(), a.ld, b.v.data(), b.ld, 0.0f, plain.data(),
-                          m);
+                          m, generic::no_finish{}, split);
   struct block {
     index_t first, rows, cols;
     double sum;
@@ -190,11 +237,16 @@ void check_finisher(index_t m, index_t n, index_t k, int threads) {
           }
         seen[std::size_t(count++)] = {index_t(blk - c.data()), rows, cols, sum};
         return sum;
-      });
+      },
+      split);
   const int blocks = count.load();
-  const generic::detail::product_split split = ws.split(m, n, k);
-  int nonempty = 0;  // split_for may leave the last block(s) empty: they get no finisher
-  for (int t = 0; t < split.threads; ++t) nonempty += split.range(t).second > split.range(t).first;
+  const bool along_terms = split && split->along == split_along::depth && split->threads > 1;
+  const product_split finished =
+      along_terms ? product_split::even(split_along::rows, m, ws.threads(), ws.row_tile)
+                  : split.value_or(ws.split(m, n, k));
+  int nonempty = 0;  // a split may leave the last block(s) empty: they get no finisher
+  for (int t = 0; t < finished.threads; ++t)
+    nonempty += finished.range(t).second > finished.range(t).first;
   CHECK(blocks == nonempty);
   for (int v : visits) CHECK(v == 1);
   // Each block is whole columns of C or whole rows: the finisher sees what one thread wrote.
@@ -204,6 +256,7 @@ void check_finisher(index_t m, index_t n, index_t k, int threads) {
   for (int t = 0; t < blocks; ++t) {
     const block& s = seen[std::size_t(t)];
     CHECK((s.rows == m || s.cols == n));
+    if (along_terms) CHECK(s.cols == n);
     in_order += s.sum;
   }
   CHECK(returned == in_order);
@@ -217,6 +270,122 @@ TEST_CASE("gemm hands each finished block of C to the finisher once and returns 
     check_finisher<op::transpose, op::none>(20, 10, 5, threads);        // one thread: too small
     check_finisher<op::transpose, op::transpose>(1, 300, 40, threads);  // thin_product
     check_finisher<op::none, op::none>(100, 50, 2000, threads);         // an empty third block
+    // Along k: rows finished after the partial sums are added, 301 rows in 32-row tiles.
+    check_finisher<op::none, op::none>(301, 70, 451, threads,
+                                       product_split::even(split_along::depth, 451, threads, 32));
+    check_finisher<op::transpose, op::none>(
+        301, 70, 451, threads, product_split::even(split_along::depth, 451, threads, 32));
+  }
+}
+
+TEST_CASE("a split along k gives the same C with a team smaller than the split") {
+  // Called from inside a parallel region, gemm's own region gets a team of one thread, which then
+  // runs every block of the split itself: the partial sums are added in the same order.
+  constexpr index_t m = 300, n = 64, k = 700;
+  const matrix<float> a(m, k, 0, 5), b(k, n, 0, 6);
+  generic::gemm_workspace<float> ws(m, n, k, 3);
+  ws.reserve_partial_sums(m * n);
+  const product_split split = product_split::even(split_along::depth, k, 3, ws.row_tile);
+  REQUIRE(split.threads == 3);
+  const auto run = [&] {
+    std::vector<float> c(std::size_t(m * n));
+    const double sum = generic::gemm<op::none, op::none>(
+        ws, m, n, k, 1.0f, a.v.data(), m, b.v.data(), k, 0.0f, c.data(), m,
+        [](float* blk, index_t rows, index_t cols, index_t ld) {
+          double s = 0;
+          for (index_t j = 0; j < cols; ++j)
+            for (index_t i = 0; i < rows; ++i) s += blk[i + j * ld];
+          return s;
+        },
+        split);
+    return std::pair{c, sum};
+  };
+  const auto whole_team = run();
+  std::pair<std::vector<float>, double> small_team;
+#if defined(_OPENMP)
+  const int levels = omp_get_max_active_levels();
+  omp_set_max_active_levels(1);
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp single
+    small_team = run();
+  }
+  omp_set_max_active_levels(levels);
+#else
+  small_team = run();
+#endif
+  CHECK(small_team.first == whole_team.first);
+  CHECK(small_team.second == whole_team.second);
+}
+
+TEST_CASE("gemm refuses a split it has no room or threads for") {
+  constexpr index_t m = 64, n = 32, k = 256;
+  const matrix<float> a(m, k, 0, 1), b(k, n, 0, 2);
+  std::vector<float> c(std::size_t(m * n));
+  generic::gemm_workspace<float> ws(m, n, k, 2);
+  const auto run = [&](product_split split) {
+    generic::gemm<op::none, op::none>(ws, m, n, k, 1.0f, a.v.data(), m, b.v.data(), k, 0.0f,
+                                      c.data(), m, generic::no_finish{}, split);
+  };
+  const auto message = [&](product_split split) {
+    return dafuse::test::error_message([&] { run(split); });
+  };
+  const product_split terms = product_split::even(split_along::depth, k, 2, 32);
+  CHECK(message(terms).find("split along the terms") != std::string::npos);
+  ws.reserve_partial_sums(m * n - 1);
+  CHECK(message(terms).find("reserve_partial_sums") != std::string::npos);
+  ws.reserve_partial_sums(m * n);
+  CHECK(message(terms).empty());
+  CHECK(message(product_split::even(split_along::depth, k, 3, 32))
+            .find("at most the workspace's threads") != std::string::npos);
+  CHECK(message(product_split::even(split_along::rows, k, 2, 32)).find("a side of the product") !=
+        std::string::npos);
+}
+
+TEST_CASE("layer_split gives a layer's three products the same blocks of W's columns") {
+  generic::gemm_workspace<float> ws(1024, 1024, 1024, 2);
+  // office-head's G_d: 256 → 1024 → 1024 on 64 samples. Without room for partial sums every
+  // product keeps its own split.
+  for (const auto& [out, in] : {std::pair<index_t, index_t>{1024, 256}, {1024, 1024}}) {
+    const generic::layer_split own = ws.split_layer(out, in, 64);
+    CHECK(own.forward.along == ws.split(out, 64, in).along);
+    CHECK(own.forward.per == ws.split(out, 64, in).per);
+    CHECK(own.weight_gradient.along == ws.split(out, in, 64).along);
+    CHECK(own.input_gradient.along == ws.split(in, 64, out).along);
+  }
+  ws.reserve_partial_sums(1024 * 64);
+  for (const auto& [out, in] : {std::pair<index_t, index_t>{1024, 256}, {1024, 1024}}) {
+    CAPTURE(in);
+    const generic::layer_split s = ws.split_layer(out, in, 64);
+    CHECK(s.forward.along == split_along::depth);
+    CHECK(s.weight_gradient.along == split_along::columns);
+    CHECK(s.input_gradient.along == split_along::rows);
+    for (const product_split& p : {s.forward, s.weight_gradient, s.input_gradient}) {
+      CHECK(p.threads == 2);
+      CHECK(p.side == in);
+      CHECK(p.range(0) == s.forward.range(0));
+      CHECK(p.range(1) == s.forward.range(1));
+    }
+    CHECK(s.forward.per % ws.row_tile == 0);
+  }
+  // The forward adds its partial sums in the blocks of rows in which the next layer splits its
+  // inputs: the first layer's outputs stay with the core that reads them next.
+  const product_split sums = product_split::even(split_along::rows, 1024, 2, ws.row_tile);
+  const product_split next = ws.split_layer(1024, 1024, 64).forward;
+  CHECK(sums.range(0) == next.range(0));
+  CHECK(sums.range(1) == next.range(1));
+  // Where a split along the terms does not pay, each product keeps its own: too small (one
+  // thread), partial sums as large as W (n ≥ in), partial sums beyond the room reserved.
+  for (const auto& [out, in, n] :
+       {std::array<index_t, 3>{64, 64, 64}, {1024, 64, 512}, {1024, 1024, 65}, {1, 4096, 64}}) {
+    CAPTURE(out);
+    CAPTURE(in);
+    CAPTURE(n);
+    const generic::layer_split s = ws.split_layer(out, in, n);
+    CHECK(s.forward.along != split_along::depth);
+    CHECK(s.forward.threads == ws.split(out, n, in).threads);
+    CHECK(s.weight_gradient.threads == ws.split(out, in, n).threads);
+    CHECK(s.input_gradient.threads == ws.split(in, n, out).threads);
   }
 }
 

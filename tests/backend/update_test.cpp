@@ -132,10 +132,10 @@ TEST_CASE("split_for covers C in whole tiles along its longer side, one thread b
     CAPTURE(n);
     for (int threads : {1, 2, 3}) {
       const product_split s = generic::detail::split_for(m, n, k, threads, 32, 12);
-      CHECK(s.by_rows == (m > n));
+      CHECK((s.along == generic::split_along::rows) == (m > n));
       CHECK(s.side == (m > n ? m : n));
       const bool small = 2.0 * double(m) * double(n) * double(k) < generic::gemm_parallel_flops;
-      const index_t tile = s.by_rows ? 32 : 12;
+      const index_t tile = s.along == generic::split_along::rows ? 32 : 12;
       CHECK(s.threads == (small ? 1 : std::min<int>(threads, int((s.side + tile - 1) / tile))));
       index_t next = 0;
       for (int t = 0; t < s.threads; ++t) {

@@ -15,16 +15,7 @@ using dafuse::buffer;
 using dafuse::index_t;
 using dafuse::matrix_view;
 
-//! The message of the dafuse::error `f` throws, or "" when it throws none.
-template <class F>
-std::string error_message(F&& f) {
-  try {
-    f();
-  } catch (const dafuse::error& e) {
-    return e.what();
-  }
-  return "";
-}
+using dafuse::test::error_message;
 
 }  // namespace
 

@@ -277,6 +277,7 @@ class eager_step {
     const index_t widest = std::max({feature_stack::max_width, classifier_stack::max_width,
                                      discriminator_stack::max_width, input_width});
     gemm_ = products_type(widest, std::max(widest, rows), std::max(widest, rows));
+    gemm_.reserve_partial_sums(widest * rows);  // as train_step: the same splits, the same sums
     initialize_parameters(args_.seed);
   }
 
@@ -506,9 +507,10 @@ class eager_step {
               backend::generic::sparse_weight_gradient<products_type>(dz, layer::out, x, gw);
             } else {
               const matrix_view<const T> in = layer_input<Stack, l>(x, s);
-              gemm_.template product<op::none, op::transpose>(layer::out, layer::in, n, T(1), dz,
-                                                              layer::out, in.data, layer::in, T(0),
-                                                              gw, layer::out);
+              gemm_.template product<op::none, op::transpose>(
+                  layer::out, layer::in, n, T(1), dz, layer::out, in.data, layer::in, T(0), gw,
+                  layer::out, backend::generic::no_finish{},
+                  gemm_.split_layer(layer::out, layer::in, n).weight_gradient);
             }
             // ∂L/∂b = Σ_columns δz
             vector_map(gw + layer::weight_count, layer::out).noalias() =
@@ -517,9 +519,10 @@ class eager_step {
             matrix_view<T> dx = input_gradient;
             if constexpr (l > 0) dx = s.output_gradients[l - 1];
             if (dx.data != nullptr)
-              gemm_.template product<op::transpose, op::none>(layer::in, n, layer::out, T(1), w,
-                                                              layer::out, dz, layer::out, T(0),
-                                                              dx.data, layer::in);
+              gemm_.template product<op::transpose, op::none>(
+                  layer::in, n, layer::out, T(1), w, layer::out, dz, layer::out, T(0), dx.data,
+                  layer::in, backend::generic::no_finish{},
+                  gemm_.split_layer(layer::out, layer::in, n).input_gradient);
           }(),
           ...);
     }

@@ -231,6 +231,9 @@ class train_step {
                                      discriminator_stack::max_width, input_width});
     const index_t longest = std::max(rows, chunk);
     gemm_ = products_type(widest, std::max(widest, longest), std::max(widest, longest));
+    // Partial sums for the forward products that layer_split divides by W's columns: [out, rows]
+    // per extra thread. (Evaluation chunks wider than a batch keep the split by rows.)
+    gemm_.reserve_partial_sums(widest * rows);
     std::size_t next = 0;
     add_weight_blocks<feature_stack>(Net::features_offset, rows, next);
     add_weight_blocks<classifier_stack>(Net::classifier_offset, b, next);
@@ -436,7 +439,7 @@ class train_step {
             weight_blocks_[next++] = {
                 offset + Stack::template param_offset<I>(), layer::out, layer::in,
                 sparse ? backend::generic::detail::product_split::one_thread(layer::out, layer::in)
-                       : gemm_.split(layer::out, layer::in, columns)};
+                       : gemm_.split_layer(layer::out, layer::in, columns).weight_gradient};
           }(),
           ...);
     }

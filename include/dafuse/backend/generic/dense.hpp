@@ -102,11 +102,13 @@ void check_columns(const Input& x, const stack_scratch<Stack, T>& s) {
          "[" + std::to_string(x.rows) + ", " + std::to_string(x.cols) + "]");
 }
 
-//! y = W·x for a layer's dense input x: [in, n], before bias and activation.
+//! y = W·x for a layer's dense input x: [in, n], before bias and activation, split among threads
+//! as the layer's other products are (layer_split: by W's columns, when that pays).
 template <class Layer, class T, class Products>
 void input_product(Products& ws, const T* w, matrix_view<const T> x, T* y) {
   ws.template product<op::none, op::none>(Layer::out, x.cols, Layer::in, T(1), w, Layer::out,
-                                          x.data, Layer::in, T(0), y, Layer::out);
+                                          x.data, Layer::in, T(0), y, Layer::out, no_finish{},
+                                          ws.split_layer(Layer::out, Layer::in, x.cols).forward);
 }
 
 //! y = W·x for a sparse input: one scaled column of W per non-zero (backend/generic/sparse.hpp).
@@ -153,7 +155,8 @@ template <class Layer, class T, class Products>
 double weight_gradient(Products& ws, const matrix_map<T>& dz, matrix_view<const T> x, T* gw) {
   const double weight_sq = ws.template product<op::none, op::transpose>(
       Layer::out, Layer::in, x.cols, T(1), dz.data(), Layer::out, x.data, Layer::in, T(0), gw,
-      Layer::out, finish_gradient<Products>{});
+      Layer::out, finish_gradient<Products>{},
+      ws.split_layer(Layer::out, Layer::in, x.cols).weight_gradient);
   return bias_gradient<Layer, T, Products>(dz, gw) + weight_sq;
 }
 
@@ -302,10 +305,11 @@ double backward(const T* params,
           else
             norm_sq += weight_gradient<layer>(ws, dz, matrix_view<const T>(s.outputs[l - 1]), gw);
           // δx = α·Wᵀ·δz: [in, out]·[out, n]
+          const auto split = ws.split_layer(layer::out, layer::in, n).input_gradient;
           if constexpr (l > 0) {
-            ws.template product<op::transpose, op::none>(layer::in, n, layer::out, T(1), w,
-                                                         layer::out, dz.data(), layer::out, T(0),
-                                                         s.gradients[l - 1].data, layer::in);
+            ws.template product<op::transpose, op::none>(
+                layer::in, n, layer::out, T(1), w, layer::out, dz.data(), layer::out, T(0),
+                s.gradients[l - 1].data, layer::in, no_finish{}, split);
           } else if constexpr (std::is_same_v<Input, sparse_matrix_view<const T>>) {
             if (input_gradient.data != nullptr)
               fail("layer stack", "input gradient", "none for a sparse input (it is data)",
@@ -313,7 +317,7 @@ double backward(const T* params,
           } else if (input_gradient.data != nullptr) {
             ws.template product<op::transpose, op::none>(
                 layer::in, n, layer::out, alpha, w, layer::out, dz.data(), layer::out,
-                accumulate ? T(1) : T(0), input_gradient.data, layer::in);
+                accumulate ? T(1) : T(0), input_gradient.data, layer::in, no_finish{}, split);
           }
         }(),
         ...);

@@ -24,6 +24,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -45,25 +47,38 @@ enum class op { none, transpose };
 //! (2048-256, G_d 256-1024-1024) 5.1 ms against 4.3 ms.
 inline constexpr double gemm_parallel_flops = double(1 << 24);
 
+//! Which dimension of C[m, n] = op(A)[m, k]·op(B)[k, n] a split divides among threads: C's rows,
+//! C's columns, or the k terms of every sum (each thread then sums its terms into a partial C,
+//! and the partials are added; see split_product).
+enum class split_along { rows, columns, depth };
+
 namespace detail {
-//! How split_product divides C[m, n] = op(A)[m, k]·op(B)[k, n] among threads: along its rows or
-//! its columns, in blocks of `per` (whole register tiles), the last block shorter. One thread
-//! (`threads` = 1) takes all of C. The parameter update follows the same split over a weight
-//! gradient (update.hpp), so each core updates the part of ∂L/∂W it has just written.
+//! How split_product divides a product among threads: `side` (C's rows or columns, or k) in
+//! blocks of `per`, the last block shorter. One thread (`threads` = 1) takes all of it. The
+//! parameter update follows the split of a weight gradient (update.hpp), so each core updates the
+//! part of ∂L/∂W it has just written.
 struct product_split {
-  bool by_rows = false;  //!< blocks of rows (C is taller than wide), else of columns
-  int threads = 1;       //!< blocks, one per thread
-  index_t side = 0;      //!< rows or columns of C along the split
-  index_t per = 0;       //!< rows or columns per block
+  split_along along = split_along::columns;
+  int threads = 1;   //!< blocks, one per thread
+  index_t side = 0;  //!< rows or columns of C, or terms, along the split
+  index_t per = 0;   //!< rows, columns or terms per block
 
   //! All of C[m, n] on one thread.
   static product_split one_thread(index_t m, index_t n) {
     const index_t side = m > n ? m : n;
-    return {m > n, 1, side, side};
+    return {m > n ? split_along::rows : split_along::columns, 1, side, side};
   }
 
-  //! Block t's rows or columns [first, second) of C; empty from t = threads on, and possibly for
-  //! the last t below it (per rounds up to whole tiles).
+  //! `side` in at most `max_threads` blocks of whole `unit`s, as even as whole units allow.
+  static product_split even(split_along along, index_t side, int max_threads, index_t unit) {
+    product_split s{along, 1, side, side};
+    s.threads = std::max(1, std::min<int>(max_threads, int((side + unit - 1) / unit)));
+    s.per = ((side + s.threads - 1) / s.threads + unit - 1) / unit * unit;
+    return s;
+  }
+
+  //! Block t's rows, columns or terms [first, second); empty from t = threads on, and possibly
+  //! for the last t below it (per rounds up to whole units).
   std::pair<index_t, index_t> range(int t) const {
     const index_t first = t < threads ? std::min<index_t>(side, index_t(t) * per) : side;
     return {first, t < threads ? std::min<index_t>(side, first + per) : side};
@@ -81,6 +96,11 @@ inline bool is_thin(index_t m, index_t n, index_t k) {
          double(m) * double(n) * double(k) >= thin_product_min_terms;
 }
 
+//! Whether a product of m·n·k multiply-adds is worth more than one thread (and is not thin).
+inline bool splits(index_t m, index_t n, index_t k) {
+  return !is_thin(m, n, k) && 2.0 * double(m) * double(n) * double(k) >= gemm_parallel_flops;
+}
+
 //! The split of C[m, n] = op(A)[m, k]·op(B)[k, n] over at most `max_threads` threads in blocks of
 //! whole `row_tile`-row or `col_tile`-column register tiles. Below gemm_parallel_flops, for a
 //! thin product (which runs on the calling thread), or with one thread: all of C on one. Otherwise
@@ -90,15 +110,55 @@ inline bool is_thin(index_t m, index_t n, index_t k) {
 //! cores stream all 4 MB of W where splitting its 1024 rows reads W once.
 inline product_split split_for(
     index_t m, index_t n, index_t k, int max_threads, index_t row_tile, index_t col_tile) {
-  product_split s = product_split::one_thread(m, n);
-  const index_t tile = s.by_rows ? row_tile : col_tile;
-  if (is_thin(m, n, k) || 2.0 * double(m) * double(n) * double(k) < gemm_parallel_flops) return s;
-  s.threads = std::max(1, std::min<int>(max_threads, int((s.side + tile - 1) / tile)));
-  s.per = ((s.side + s.threads - 1) / s.threads + tile - 1) / tile * tile;
-  return s;
+  const product_split one = product_split::one_thread(m, n);
+  if (!splits(m, n, k)) return one;
+  return product_split::even(one.along, one.side, max_threads,
+                             one.along == split_along::rows ? row_tile : col_tile);
 }
 
 }  // namespace detail
+
+//! How a dense layer's three products divide its weights W[out, in] among threads: each thread
+//! takes the same block of W's columns in all three, so W, ∂L/∂W and the optimizer state stay in
+//! the cache of one core from the forward product to the update.
+//!
+//! Why: on 2 cores a cache line that both have read since it was last written is slow to write
+//! (see docs/benchmarks.md, "Cache lines both cores hold"). Split by the longer side of each C,
+//! the forward y = W·x read W by its rows and the other two products by its columns, so the
+//! update wrote half of W's lines from the core that had not read them last: office-head's update
+//! took 0.60 ms that way, 0.33 ms with the columns kept together (the whole step 3.34 → 2.85 ms).
+//! W's columns are its contiguous runs, so a block of them is a block of whole cache lines.
+struct layer_split {
+  detail::product_split forward;          //!< y[out, n] = W·x: along the terms, W's columns
+  detail::product_split weight_gradient;  //!< ∂L/∂W[out, in] = δz·xᵀ: along its columns
+  detail::product_split input_gradient;   //!< δx[in, n] = Wᵀ·δz: along its rows, W's columns
+
+  //! For a layer of `in` inputs and `out` outputs over `n` samples, on at most `max_threads`
+  //! threads, W's columns in blocks of whole `row_tile`s (the input gradient's rows). Each product
+  //! keeps its own split (split_for) where a split along the terms does not pay: when the
+  //! products stay on one thread, when the forward's partial sums ([out, n] per extra thread)
+  //! would be as large as W (n ≥ in), or when they do not fit in `partial_room` values.
+  static layer_split make(index_t out,
+                          index_t in,
+                          index_t n,
+                          int max_threads,
+                          index_t row_tile,
+                          index_t col_tile,
+                          index_t partial_room) {
+    layer_split s{detail::split_for(out, n, in, max_threads, row_tile, col_tile),
+                  detail::split_for(out, in, n, max_threads, row_tile, col_tile),
+                  detail::split_for(in, n, out, max_threads, row_tile, col_tile)};
+    const detail::product_split w =
+        detail::product_split::even(split_along::depth, in, max_threads, row_tile);
+    if (!detail::splits(out, n, in) || w.threads < 2 || n >= in || out * n > partial_room) return s;
+    s.forward = w;
+    s.weight_gradient = w;
+    s.weight_gradient.along = split_along::columns;
+    s.input_gradient = w;
+    s.input_gradient.along = split_along::rows;
+    return s;
+  }
+};
 
 //! What a product does with each finished block of C: nothing (a share of 0 in the sum that
 //! gemm() returns). A finisher is called as `finish(block, rows, cols, ldc)` on the block's
@@ -234,6 +294,18 @@ struct as_stored {
     return v;
   }
 };
+
+//! What split_product takes from a workspace: room for one finisher share per thread and for the
+//! partial sums of a split along the terms, and the tile its reduction splits C's rows by.
+template <class T>
+struct split_scratch {
+  double* block_sums = nullptr;  //!< `threads` shares
+  T* partial_sums = nullptr;     //!< threads − 1 blocks of `partial_room` values
+  index_t partial_room = 0;
+  int threads = 1;
+  index_t row_tile = 1;
+};
+
 }  // namespace detail
 
 //! Per-thread packing buffers for every product of a step, sized once for the largest one: for
@@ -283,9 +355,16 @@ class gemm_workspace {
   detail::fp32_panels& panels(int t) {
     return panels_[std::size_t(t)];
   }
-  //! One finisher share per thread (split_product).
-  double* block_sums() {
-    return block_sums_.data();
+  //! Room for the partial sums of products split along their terms with C of up to `values`
+  //! values (see layer_split): `threads() − 1` blocks of them, allocated here, not per product.
+  void reserve_partial_sums(index_t values) {
+    if (values <= partial_room_) return;
+    partial_room_ = values;
+    partial_sums_ = detail::aligned_array<T>(std::size_t(std::max(threads() - 1, 0) * values));
+  }
+  //! What split_product needs: a finisher share per thread, the partial sums' room.
+  detail::split_scratch<T> scratch() {
+    return {block_sums_.data(), partial_sums_.data(), partial_room_, threads(), row_tile};
   }
 
   //! Threads split C in whole register tiles: dafuse's kernel's 32 rows or 12 columns, 16 for
@@ -295,6 +374,10 @@ class gemm_workspace {
   //! How gemm() splits C[m, n] = op(A)[m, k]·op(B)[k, n] among this workspace's threads.
   detail::product_split split(index_t m, index_t n, index_t k) const {
     return detail::split_for(m, n, k, threads(), row_tile, col_tile);
+  }
+  //! How a dense layer's products split W[out, in] over n samples among this workspace's threads.
+  layer_split split_layer(index_t out, index_t in, index_t n) const {
+    return layer_split::make(out, in, n, threads(), row_tile, col_tile, partial_room_);
   }
 
   //! Stored values are kept as computed: no rounding (see backend/generic/products.hpp).
@@ -316,69 +399,152 @@ class gemm_workspace {
                  T beta,
                  T* c,
                  index_t ldc,
-                 Finish&& finish = {});
+                 Finish&& finish = {},
+                 std::optional<detail::product_split> split = std::nullopt);
 
  private:
   std::vector<std::unique_ptr<blocking_type>> blocking_;  // Eigen's kernel
   std::vector<detail::fp32_panels> panels_;               // dafuse's fp32 kernel
   std::vector<double> block_sums_;                        // one per thread
+  detail::aligned_array<T> partial_sums_;                 // threads − 1 blocks of partial_room_
+  index_t partial_room_ = 0;
 };
 
 namespace detail {
-//! Runs one product C[m, n] = op(A)[m, k]·op(B)[k, n] as the blocks of C that split_for gives,
-//! one per thread: `block(t, rows, cols, a_block, b_block, c_block)` computes a [rows, cols]
-//! block of C, whose rows of op(A), columns of op(B) and place in C the pointers give, with
-//! thread t's buffers; then the same thread runs `finish` on it (see no_finish). Returns the
-//! finishers' shares added in block order, so the sum does not depend on which thread ends
-//! first; `block_sums` holds room for max_threads of them.
+//! Runs one product C[m, n] = α·op(A)[m, k]·op(B)[k, n] + β·C as `split` divides it, one block
+//! per thread: `block(t, rows, cols, depth, a_block, b_block, c_block, ldc_block, fresh)` computes
+//! a [rows, cols] block of C over `depth` terms, whose rows of op(A), columns of op(B) (or terms
+//! of both) and place in C the pointers give, with thread t's buffers; `fresh` asks for
+//! α·op(A)·op(B) alone (a partial sum, β = 0), otherwise β applies. Then `finish` runs on each
+//! finished block of C on the thread that finished it (see no_finish). Returns the finishers'
+//! shares added in block order, so the sum does not depend on which thread ends first.
+//!
+//! Along the terms, thread t sums terms [first, end) into C (t = 0) or into its partial, then,
+//! after a barrier, each thread adds the partials to a block of C's rows (whole row tiles, split
+//! as a next layer splits its inputs: layer_split) and finishes it. The partials are added in
+//! order, so C depends on the thread count: the same for a given count, not across counts.
+//! A team smaller than the split (OMP_THREAD_LIMIT, nested regions) runs several blocks per thread.
 template <op OpA, op OpB, class T, class Block, class Finish>
-double split_product(index_t m,
+double split_product(const product_split& split,
+                     index_t m,
                      index_t n,
                      index_t k,
-                     int max_threads,
-                     index_t row_tile,
-                     index_t col_tile,
                      const T* a,
                      index_t lda,
                      const T* b,
                      index_t ldb,
                      T* c,
                      index_t ldc,
-                     double* block_sums,
+                     const split_scratch<T>& scratch,
                      Block&& block,
                      Finish&& finish) {
-  const product_split split = split_for(m, n, k, max_threads, row_tile, col_tile);
+  double* const block_sums = scratch.block_sums;
   if (split.threads <= 1) {
-    block(0, m, n, a, b, c);
+    block(0, m, n, k, a, b, c, ldc, false);
     return finish(c, m, n, ldc);
   }
+  int blocks = split.threads;
+  if (split.along == split_along::depth) {
+    const product_split rows =
+        product_split::even(split_along::rows, m, scratch.threads, scratch.row_tile);
+    blocks = rows.threads;
+    const auto partial = [&](int t) {
+      return scratch.partial_sums + (t - 1) * scratch.partial_room;
+    };
+#if defined(_OPENMP)
+#pragma omp parallel num_threads(std::max(split.threads, rows.threads))
+#endif
+    {
+#if defined(_OPENMP)
+      const int me = omp_get_thread_num(), team = omp_get_num_threads();
+#else
+      const int me = 0, team = 1;
+#endif
+      for (int t = me; t < split.threads; t += team) {
+        const auto [first, end] = split.range(t);
+        if (end <= first) continue;
+        // Terms [first, end): columns of op(A) (of A, or its rows when transposed), rows of op(B).
+        const T* at = OpA == op::none ? a + first * lda : a + first;
+        const T* bt = OpB == op::none ? b + first : b + first * ldb;
+        if (t == 0)
+          block(0, m, n, end - first, at, bt, c, ldc, false);
+        else
+          block(t, m, n, end - first, at, bt, partial(t), m, true);
+      }
+#if defined(_OPENMP)
+#pragma omp barrier
+#endif
+      for (int r = me; r < rows.threads; r += team) {
+        const auto [first, end] = rows.range(r);
+        block_sums[r] = 0.0;
+        if (end <= first) continue;
+        for (int t = 1; t < split.threads; ++t) {
+          if (split.range(t).second <= split.range(t).first) continue;  // no terms, no partial
+          const T* p = partial(t);
+          for (index_t j = 0; j < n; ++j) {
+            T* cj = c + j * ldc;
+            const T* pj = p + j * m;
+            for (index_t i = first; i < end; ++i) cj[i] += pj[i];
+          }
+        }
+        block_sums[r] = finish(c + first, end - first, n, ldc);
+      }
+    }
+  } else {
 #if defined(_OPENMP)
 #pragma omp parallel for num_threads(split.threads) schedule(static)
 #endif
-  for (int t = 0; t < split.threads; ++t) {
-    const auto [first, end] = split.range(t);
-    const index_t count = end - first;
-    block_sums[t] = 0.0;
-    if (count <= 0) continue;
-    // Row i of op(A): row i of A, or column i of A when transposed; column j of op(B) likewise.
-    if (split.by_rows) {
-      block(t, count, n, OpA == op::none ? a + first : a + first * lda, b, c + first);
-      block_sums[t] = finish(c + first, count, n, ldc);
-    } else {
-      block(t, m, count, a, OpB == op::none ? b + first * ldb : b + first, c + first * ldc);
-      block_sums[t] = finish(c + first * ldc, m, count, ldc);
+    for (int t = 0; t < split.threads; ++t) {
+      const auto [first, end] = split.range(t);
+      const index_t count = end - first;
+      block_sums[t] = 0.0;
+      if (count <= 0) continue;
+      // Row i of op(A): row i of A, or column i of A when transposed; column j of op(B) likewise.
+      if (split.along == split_along::rows) {
+        block(t, count, n, k, OpA == op::none ? a + first : a + first * lda, b, c + first, ldc,
+              false);
+        block_sums[t] = finish(c + first, count, n, ldc);
+      } else {
+        block(t, m, count, k, a, OpB == op::none ? b + first * ldb : b + first, c + first * ldc,
+              ldc, false);
+        block_sums[t] = finish(c + first * ldc, m, count, ldc);
+      }
     }
   }
   double sum = 0.0;
-  for (int t = 0; t < split.threads; ++t) sum += block_sums[t];
+  for (int t = 0; t < blocks; ++t) sum += block_sums[t];
   return sum;
+}
+
+//! A split along the terms needs room for its partial sums: check it fits (a split along C's
+//! rows or columns always does).
+template <class T>
+void check_split(const char* where,
+                 const product_split& split,
+                 index_t m,
+                 index_t n,
+                 index_t k,
+                 const split_scratch<T>& scratch) {
+  const index_t side = split.along == split_along::depth  ? k
+                       : split.along == split_along::rows ? m
+                                                          : n;
+  if (split.threads > 1 && (split.threads > scratch.threads || split.side != side))
+    fail(where, "split", "one of at most the workspace's threads along a side of the product",
+         std::to_string(split.threads) + " blocks of a side of " + std::to_string(split.side));
+  if (split.threads > 1 && split.along == split_along::depth && m * n > scratch.partial_room)
+    fail(where, "split along the terms",
+         "partial sums within the room reserved for them (reserve_partial_sums)",
+         "[" + std::to_string(m) + ", " + std::to_string(n) + "] partial sums for room for " +
+             std::to_string(scratch.partial_room) + " values");
 }
 }  // namespace detail
 
 //! C[m, n] = α·op(A)·op(B) + β·C, every matrix column-major with its leading dimension.
 //! op(A) is [m, k], op(B) is [k, n]. Each thread passes the block of C it has computed to
 //! `finish` (see no_finish) while the block is still in its cache; returns the sum of the
-//! finishers' shares. Allocates nothing.
+//! finishers' shares. `split` says how threads divide the product (a layer_split's, say); by
+//! default the workspace's split(): C's longer side, whose blocks give the same C as one thread.
+//! Allocates nothing.
 template <op OpA, op OpB, class T, class Finish = no_finish>
 double gemm(gemm_workspace<T>& ws,
             index_t m,
@@ -392,7 +558,8 @@ double gemm(gemm_workspace<T>& ws,
             T beta,
             T* c,
             index_t ldc,
-            Finish&& finish = {}) {
+            Finish&& finish = {},
+            std::optional<detail::product_split> split = std::nullopt) {
   using product = Eigen::internal::general_matrix_matrix_product<
       index_t, T, OpA == op::none ? Eigen::ColMajor : Eigen::RowMajor, false, T,
       OpB == op::none ? Eigen::ColMajor : Eigen::RowMajor, false, Eigen::ColMajor, 1>;
@@ -405,6 +572,11 @@ double gemm(gemm_workspace<T>& ws,
                                    detail::as_stored{});
     return finish(c, m, n, ldc);
   }
+  const detail::split_scratch<T> scratch = ws.scratch();
+  if (split)
+    detail::check_split("gemm", *split, m, n, k, scratch);
+  else
+    split = ws.split(m, n, k);
   // Eigen's kernel accumulates into C: apply β first. dafuse's applies β as it stores C (β = 0
   // never reads C, so NaN there does not propagate).
   constexpr bool native = gemm_workspace<T>::native;
@@ -417,18 +589,22 @@ double gemm(gemm_workspace<T>& ws,
       cm *= beta;
     if (k == 0) return finish(c, m, n, ldc);
   }
-  [[maybe_unused]] const T beta_kernel = native ? beta : T(1);  // unused without the kernel
 
   return detail::split_product<OpA, OpB>(
-      m, n, k, ws.threads(), ws.row_tile, ws.col_tile, a, lda, b, ldb, c, ldc, ws.block_sums(),
-      [&](int t, index_t rows, index_t cols, const T* ab, const T* bb, T* cb) {
+      *split, m, n, k, a, lda, b, ldb, c, ldc, scratch,
+      [&](int t, index_t rows, index_t cols, index_t depth, const T* ab, const T* bb, T* cb,
+          index_t ldcb, bool fresh) {
         if constexpr (native) {
 #if DAFUSE_GEMM_FP32_NATIVE
           detail::blocked_product<detail::fp32_kernel, OpA == op::transpose, OpB == op::transpose>(
-              ws.panels(t), rows, cols, k, alpha, ab, lda, bb, ldb, beta_kernel, cb, ldc);
+              ws.panels(t), rows, cols, depth, alpha, ab, lda, bb, ldb, fresh ? T(0) : beta, cb,
+              ldcb);
 #endif
         } else {
-          product::run(rows, cols, k, ab, lda, bb, ldb, cb, 1, ldc, alpha, ws.blocking(t), nullptr);
+          if (fresh)
+            for (index_t j = 0; j < cols; ++j) std::fill(cb + j * ldcb, cb + j * ldcb + rows, T(0));
+          product::run(rows, cols, depth, ab, lda, bb, ldb, cb, 1, ldcb, alpha, ws.blocking(t),
+                       nullptr);
         }
       },
       finish);
@@ -447,9 +623,10 @@ double gemm_workspace<T>::product(index_t m,
                                   T beta,
                                   T* c,
                                   index_t ldc,
-                                  Finish&& finish) {
+                                  Finish&& finish,
+                                  std::optional<detail::product_split> split) {
   return gemm<OpA, OpB>(*this, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                        std::forward<Finish>(finish));
+                        std::forward<Finish>(finish), split);
 }
 
 }  // namespace dafuse::backend::generic

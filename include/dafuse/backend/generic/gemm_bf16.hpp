@@ -48,6 +48,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -272,6 +273,24 @@ class bf16_gemm_workspace {
     return fp32_.split(m, n, k);
 #endif
   }
+  //! How a dense layer's products split W[out, in] over n samples among this workspace's threads.
+  layer_split split_layer(index_t out, index_t in, index_t n) const {
+#if DAFUSE_GEMM_BF16_NATIVE
+    return layer_split::make(out, in, n, int(panels_.size()), row_tile, col_tile, partial_room_);
+#else
+    return fp32_.split_layer(out, in, n);
+#endif
+  }
+  //! Room for the partial sums of products split along their terms (gemm_workspace's).
+  void reserve_partial_sums(index_t values) {
+#if DAFUSE_GEMM_BF16_NATIVE
+    if (values <= partial_room_) return;
+    partial_room_ = values;
+    partial_sums_ = detail::aligned_array<float>(std::size_t(std::max(threads() - 1, 0) * values));
+#else
+    fp32_.reserve_partial_sums(values);
+#endif
+  }
 
 #if DAFUSE_GEMM_BF16_NATIVE
   //! Thread t's packing buffers, and one finisher share per thread (split_product).
@@ -281,8 +300,9 @@ class bf16_gemm_workspace {
   int threads() const {
     return int(panels_.size());
   }
-  double* block_sums() {
-    return block_sums_.data();
+  //! What split_product needs: a finisher share per thread, the partial sums' room.
+  detail::split_scratch<float> scratch() {
+    return {block_sums_.data(), partial_sums_.data(), partial_room_, threads(), row_tile};
   }
 #else
   //! Room for op(A) and op(B) rounded to bf16 as stored, and the fp32 product's buffers.
@@ -301,7 +321,9 @@ class bf16_gemm_workspace {
   index_t max_m_ = 0, max_n_ = 0, max_k_ = 0;
 #if DAFUSE_GEMM_BF16_NATIVE
   std::vector<detail::bf16_panels> panels_;
-  std::vector<double> block_sums_;  // one per thread (split_product)
+  std::vector<double> block_sums_;             // one per thread (split_product)
+  detail::aligned_array<float> partial_sums_;  // threads − 1 blocks of partial_room_
+  index_t partial_room_ = 0;
 #else
   detail::aligned_array<float> a_, b_;
   gemm_workspace<float> fp32_;
@@ -327,7 +349,8 @@ double gemm_bf16(bf16_gemm_workspace& ws,
                  float beta,
                  float* c,
                  index_t ldc,
-                 Finish&& finish = {}) {
+                 Finish&& finish = {},
+                 std::optional<detail::product_split> split = std::nullopt) {
   if (!ws.sized())
     fail("gemm_bf16", "workspace", "one sized at construction (bf16_gemm_workspace(m, n, k))",
          "a default-constructed one");
@@ -351,11 +374,18 @@ double gemm_bf16(bf16_gemm_workspace& ws,
 #if DAFUSE_GEMM_BF16_NATIVE
   // Whole micro-tiles per thread; each packs its own copy of the other operand (the price of no
   // shared state).
+  const detail::split_scratch<float> scratch = ws.scratch();
+  if (split)
+    detail::check_split("gemm_bf16", *split, m, n, k, scratch);
+  else
+    split = ws.split(m, n, k);
   return detail::split_product<OpA, OpB>(
-      m, n, k, ws.threads(), ws.row_tile, ws.col_tile, a, lda, b, ldb, c, ldc, ws.block_sums(),
-      [&](int t, index_t rows, index_t cols, const float* ab, const float* bb, float* cb) {
+      *split, m, n, k, a, lda, b, ldb, c, ldc, scratch,
+      [&](int t, index_t rows, index_t cols, index_t depth, const float* ab, const float* bb,
+          float* cb, index_t ldcb, bool fresh) {
         detail::blocked_product<detail::bf16_kernel, OpA == op::transpose, OpB == op::transpose>(
-            ws.panels(t), rows, cols, k, alpha, ab, lda, bb, ldb, beta, cb, ldc);
+            ws.panels(t), rows, cols, depth, alpha, ab, lda, bb, ldb, fresh ? 0.0f : beta, cb,
+            ldcb);
       },
       finish);
 #else
@@ -372,7 +402,7 @@ double gemm_bf16(bf16_gemm_workspace& ws,
     for (index_t i = 0; i < b_rows; ++i) rb[i + j * b_rows] = round_to_bf16(b[i + j * ldb]);
   return gemm<OpA, OpB>(ws.fp32(), m, n, k, alpha, static_cast<const float*>(ra), a_rows,
                         static_cast<const float*>(rb), b_rows, beta, c, ldc,
-                        std::forward<Finish>(finish));
+                        std::forward<Finish>(finish), split);
 #endif
 }
 

@@ -19,6 +19,7 @@
 #include <dafuse/core/half.hpp>
 #include <dafuse/core/meta.hpp>
 
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -45,8 +46,8 @@ class mixed_products {
   mixed_products(index_t max_m, index_t max_n, index_t max_k) : kernel_(max_m, max_n, max_k) {}
 
   //! C = α·op(A)·op(B) + β·C on operands that hold F's values (or, with rounds_operands, that it
-  //! rounds to F itself), accumulated in fp32; each finished block of C goes to `finish` as in
-  //! gemm(), which returns the sum of its shares.
+  //! rounds to F itself), accumulated in fp32; each finished block of C goes to `finish`, and
+  //! `split` divides it among threads, as in gemm(), which returns the sum of its shares.
   template <op OpA, op OpB, class Finish = no_finish>
   double product(index_t m,
                  index_t n,
@@ -59,18 +60,25 @@ class mixed_products {
                  float beta,
                  float* c,
                  index_t ldc,
-                 Finish&& finish = {}) {
+                 Finish&& finish = {},
+                 std::optional<detail::product_split> split = std::nullopt) {
     if constexpr (native_bf16)
       return gemm_bf16<OpA, OpB>(kernel_, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                                 std::forward<Finish>(finish));
+                                 std::forward<Finish>(finish), split);
     else
       return gemm<OpA, OpB>(kernel_, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                            std::forward<Finish>(finish));
+                            std::forward<Finish>(finish), split);
   }
   //! How product() splits C[m, n] = op(A)[m, k]·op(B)[k, n] among threads.
   detail::product_split split(index_t m, index_t n, index_t k) const {
     return kernel_.split(m, n, k);
   }
+  //! How a dense layer's products split W[out, in] over n samples among threads.
+  layer_split split_layer(index_t out, index_t in, index_t n) const {
+    return kernel_.split_layer(out, in, n);
+  }
+  //! Room for the partial sums of products split along their terms (gemm_workspace's).
+  void reserve_partial_sums(index_t values) { kernel_.reserve_partial_sums(values); }
 
  private:
   // bf16 operands go to the AVX512-BF16 kernel where the compiler targets it; fp16 (no fast fp16

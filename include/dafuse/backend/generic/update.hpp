@@ -175,7 +175,7 @@ void update_parameters(T* params,
             if (t == 0) update_range(covered, w.begin);
             for (int part = t; part < w.split.threads; part += team) {
               const auto [from, to] = w.split.range(part);
-              if (!w.split.by_rows)
+              if (w.split.along == split_along::columns)
                 update_range(w.begin + from * w.rows, w.begin + to * w.rows);
               else
                 for (index_t c = 0; c < w.cols; ++c)
