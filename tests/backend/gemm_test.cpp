@@ -343,8 +343,10 @@ TEST_CASE("gemm refuses a split it has no room or threads for") {
   ws.reserve_partial_sums(m * n);
   CHECK(message(terms).empty());
   CHECK(message(product_split::even(split_along::depth, k, 3, 32))
-            .find("at most the workspace's threads") != std::string::npos);
-  CHECK(message(product_split::even(split_along::rows, k, 2, 32)).find("a side of the product") !=
+            .find("at most the workspace's 2 thread block(s)") != std::string::npos);
+  CHECK(message(product_split::even(split_along::rows, k, 2, 32))
+            .find("blocks that cover the side they divide (m = 64)") != std::string::npos);
+  CHECK(message(product_split{split_along::depth, 2, k, 16}).find("2 blocks of 16") !=
         std::string::npos);
 }
 

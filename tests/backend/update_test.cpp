@@ -181,6 +181,17 @@ TEST_CASE("the SGD update matches a plain loop and gives the same bits however i
   }
 }
 
+TEST_CASE("the update refuses a weight block split along the terms") {
+  // A weight block follows its gradient's product (rows or columns of ∂L/∂W); a forward product's
+  // split along k says nothing about who wrote which part of it.
+  std::array<generic::weight_block, 3> blocks = blocks_for(2);
+  blocks[1].split = generic::detail::product_split::even(generic::split_along::depth, 200, 2, 32);
+  const std::string message =
+      dafuse::test::error_message([&] { sgd_update(2, true, blocks, 1.0); });
+  CHECK(message.find("weight block split") != std::string::npos);
+  CHECK(message.find("one along the terms") != std::string::npos);
+}
+
 TEST_CASE("Adam's update gives the same bits with its two state values however it is split") {
   using adam = dafuse::optim::adam;
   const adam::coefficients<float> c =

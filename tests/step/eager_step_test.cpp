@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // eager_step against train_step: built from the same fit_args they start from the same weights,
 // and on the same batches they report the same losses and norms and train the same weights, for
-// dense and sparse networks, both heads, every clip policy and every optimizer, in fp64 (to
-// 1e-12 relative) and fp32 (to 1e-5: the passes sum in other orders). Non-finite batches skip
-// the update in both; bad labels and sparse batches are errors; the interface is train_step's.
+// dense, wide (products split by W's columns) and sparse networks, both heads, every clip policy
+// and every optimizer, in fp64 (to 1e-12 relative) and fp32 (to 1e-5: the passes sum in other
+// orders). Non-finite batches skip the update in both; bad labels and sparse batches are errors;
+// the interface is train_step's.
 #include <dafuse/step/eager_step.hpp>
 #include <dafuse/step/train_step.hpp>
 
@@ -28,6 +29,12 @@ using mixed_net = df::nn::dann_net<df::nn::mlp<6, 16, 12, df::nn::tanh>,
 using relu_net = df::nn::dann_net<df::nn::mlp<6, 16, 10, df::nn::relu>,
                                   df::nn::linear<10, 3>,
                                   df::nn::mlp<10, 8, 8, 1, df::nn::tanh>>;
+// Wide enough for layer_split: with two threads or more G_f's layers and G_d's first split their
+// products by W's columns, the forward adding per-thread partial sums (2·512·512·64 FLOP and
+// 2·256·512·64 = 2^24, with fewer samples than inputs); the heads stay on one thread.
+using wide_net = df::nn::dann_net<df::nn::mlp<512, 512, 256, df::nn::relu>,
+                                  df::nn::linear<256, 10>,
+                                  df::nn::mlp<256, 512, 1, df::nn::relu>>;
 // CSR input: the first layer takes the sparse products.
 using sparse_net = df::nn::dann_net<df::nn::sparse_input<df::nn::mlp<30, 16, 8, df::nn::relu>>,
                                     df::nn::linear<8, 3>,
@@ -142,6 +149,23 @@ struct sparse_adam_fp32 : both<sparse_net, fp32, none, dann, adam> {
     return a;
   }
 };
+struct wide_global_norm_fp64 : both<wide_net, fp64, global_norm, dann, sgd> {
+  static df::fit_args args() {
+    df::fit_args a = base_args();
+    a.steps = 4;
+    a.batch = 32;
+    return a;
+  }
+};
+struct wide_adam_fp32 : both<wide_net, fp32, none, dann, adam> {
+  static df::fit_args args() {
+    df::fit_args a = base_args();
+    a.steps = 4;
+    a.batch = 32;
+    a.lr = 0.001f;
+    return a;
+  }
+};
 struct sparse_source_only_per_module_norm_fp64
     : both<sparse_net, fp64, per_module_norm, source_only, sgd> {
   static df::fit_args args() { return base_args(); }
@@ -237,7 +261,9 @@ TEST_CASE_TEMPLATE("eager_step trains the weights train_step trains from the sam
                    source_only_adamw_fp32,
                    sparse_global_norm_fp64,
                    sparse_adam_fp32,
-                   sparse_source_only_per_module_norm_fp64) {
+                   sparse_source_only_per_module_norm_fp64,
+                   wide_global_norm_fp64,
+                   wide_adam_fp32) {
   using fused_type = typename Case::fused;
   using eager_type = typename Case::eager;
   using T = typename eager_type::value_type;
@@ -288,7 +314,8 @@ TEST_CASE_TEMPLATE("eager_step's raw gradients are train_step's, batch after bat
                    sgd_momentum_fp64,
                    source_only_global_norm_fp64,
                    sparse_global_norm_fp64,
-                   sparse_source_only_per_module_norm_fp64) {
+                   sparse_source_only_per_module_norm_fp64,
+                   wide_global_norm_fp64) {
   const df::fit_args args = Case::args();
   typename Case::fused fused(args);
   typename Case::eager eager(args);

@@ -127,7 +127,9 @@ inline product_split split_for(
 //! the forward y = W·x read W by its rows and the other two products by its columns, so the
 //! update wrote half of W's lines from the core that had not read them last: office-head's update
 //! took 0.60 ms that way, 0.33 ms with the columns kept together (the whole step 3.34 → 2.85 ms).
-//! W's columns are its contiguous runs, so a block of them is a block of whole cache lines.
+//! W's columns are its contiguous runs, so a block of them is a block of whole cache lines when a
+//! column is (out·sizeof(T) a multiple of 64 bytes, the weights aligned), and at most one line
+//! at each end of the block is shared otherwise.
 struct layer_split {
   detail::product_split forward;          //!< y[out, n] = W·x: along the terms, W's columns
   detail::product_split weight_gradient;  //!< ∂L/∂W[out, in] = δz·xᵀ: along its columns
@@ -525,13 +527,21 @@ void check_split(const char* where,
                  index_t n,
                  index_t k,
                  const split_scratch<T>& scratch) {
-  const index_t side = split.along == split_along::depth  ? k
-                       : split.along == split_along::rows ? m
-                                                          : n;
-  if (split.threads > 1 && (split.threads > scratch.threads || split.side != side))
-    fail(where, "split", "one of at most the workspace's threads along a side of the product",
-         std::to_string(split.threads) + " blocks of a side of " + std::to_string(split.side));
-  if (split.threads > 1 && split.along == split_along::depth && m * n > scratch.partial_room)
+  if (split.threads <= 1) return;
+  const bool terms = split.along == split_along::depth, rows = split.along == split_along::rows;
+  const index_t side = terms ? k : rows ? m : n;
+  const char* named = terms ? "k" : rows ? "m" : "n";
+  if (split.threads > scratch.threads)
+    fail(where, "split",
+         "at most the workspace's " + std::to_string(scratch.threads) + " thread block(s)",
+         std::to_string(split.threads));
+  if (split.side != side || split.per <= 0 || index_t(split.threads) * split.per < side)
+    fail(where, "split",
+         std::string("blocks that cover the side they divide (") + named + " = " +
+             std::to_string(side) + ")",
+         std::to_string(split.threads) + " blocks of " + std::to_string(split.per) +
+             " over a side of " + std::to_string(split.side));
+  if (terms && m * n > scratch.partial_room)
     fail(where, "split along the terms",
          "partial sums within the room reserved for them (reserve_partial_sums)",
          "[" + std::to_string(m) + ", " + std::to_string(n) + "] partial sums for room for " +

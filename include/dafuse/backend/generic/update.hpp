@@ -4,6 +4,7 @@
 #pragma once
 #include <dafuse/backend/generic/gemm.hpp>
 #include <dafuse/config.hpp>
+#include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/policy/clip.hpp>
 
@@ -125,6 +126,13 @@ void update_parameters(T* params,
                        bool split = true,
                        std::span<const weight_block> weights = {}) {
   constexpr index_t ahead = update_prefetch_bytes / index_t(sizeof(T));
+  // A weight block follows its gradient's product, which divides ∂L/∂W by rows or by columns; a
+  // split along the terms (a forward product's) says nothing about who wrote which part.
+  for (const weight_block& w : weights)
+    if (w.split.threads > 1 && w.split.along == split_along::depth)
+      fail("update_parameters", "weight block split",
+           "one along the rows or columns of ∂L/∂W (the weight-gradient product's)",
+           "one along the terms");
   const bool clamp = std::isfinite(limit);
   const T bound = clamp ? T(limit) : T(0);
   // Parameters [first, last) of every region.
@@ -177,7 +185,7 @@ void update_parameters(T* params,
               const auto [from, to] = w.split.range(part);
               if (w.split.along == split_along::columns)
                 update_range(w.begin + from * w.rows, w.begin + to * w.rows);
-              else
+              else  // rows (checked above)
                 for (index_t c = 0; c < w.cols; ++c)
                   update_range(w.begin + c * w.rows + from, w.begin + c * w.rows + to);
             }
