@@ -149,22 +149,19 @@ struct sparse_adam_fp32 : both<sparse_net, fp32, none, dann, adam> {
     return a;
   }
 };
+// The wide network: 32 + 32 rows (fewer samples than inputs), four steps.
+df::fit_args wide_args() {
+  df::fit_args a = base_args();
+  a.steps = 4;
+  a.batch = 32;
+  a.lr = 0.001f;
+  return a;
+}
 struct wide_global_norm_fp64 : both<wide_net, fp64, global_norm, dann, sgd> {
-  static df::fit_args args() {
-    df::fit_args a = base_args();
-    a.steps = 4;
-    a.batch = 32;
-    return a;
-  }
+  static df::fit_args args() { return wide_args(); }
 };
 struct wide_adam_fp32 : both<wide_net, fp32, none, dann, adam> {
-  static df::fit_args args() {
-    df::fit_args a = base_args();
-    a.steps = 4;
-    a.batch = 32;
-    a.lr = 0.001f;
-    return a;
-  }
+  static df::fit_args args() { return wide_args(); }
 };
 struct sparse_source_only_per_module_norm_fp64
     : both<sparse_net, fp64, per_module_norm, source_only, sgd> {
