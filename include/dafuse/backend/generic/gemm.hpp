@@ -308,6 +308,34 @@ struct split_scratch {
   index_t row_tile = 1;
 };
 
+//! What a workspace keeps for split_product on its `threads` threads: one finisher share per
+//! thread, and room for the partial sums of products split along their terms, allocated by
+//! reserve() once rather than per product.
+template <class T>
+class split_room {
+ public:
+  split_room() = default;
+  explicit split_room(int threads) : threads_(threads), block_sums_(std::size_t(threads), 0.0) {}
+
+  //! Room for the partial sums of products with C of up to `values` values: `threads − 1`
+  //! blocks of them (thread 0 adds into C itself).
+  void reserve(index_t values) {
+    if (values <= room_) return;
+    room_ = values;
+    partial_sums_ = aligned_array<T>(std::size_t(std::max(threads_ - 1, 0) * values));
+  }
+  index_t room() const { return room_; }
+  split_scratch<T> scratch(index_t row_tile) {
+    return {block_sums_.data(), partial_sums_.data(), room_, threads_, row_tile};
+  }
+
+ private:
+  int threads_ = 0;
+  std::vector<double> block_sums_;  // one per thread
+  aligned_array<T> partial_sums_;   // threads − 1 blocks of room_
+  index_t room_ = 0;
+};
+
 }  // namespace detail
 
 //! Per-thread packing buffers for every product of a step, sized once for the largest one: for
@@ -336,7 +364,7 @@ class gemm_workspace {
     threads = 1;
 #endif
     threads = std::max(threads, 1);
-    block_sums_.assign(std::size_t(threads), 0.0);
+    room_ = detail::split_room<T>(threads);
     // Each thread's block of C is a part of the largest product, but sizing every thread for all
     // of it keeps one thread able to run a whole product.
     for (int t = 0; t < threads; ++t)
@@ -360,13 +388,11 @@ class gemm_workspace {
   //! Room for the partial sums of products split along their terms with C of up to `values`
   //! values (see layer_split): `threads() − 1` blocks of them, allocated here, not per product.
   void reserve_partial_sums(index_t values) {
-    if (values <= partial_room_) return;
-    partial_room_ = values;
-    partial_sums_ = detail::aligned_array<T>(std::size_t(std::max(threads() - 1, 0) * values));
+    room_.reserve(values);
   }
   //! What split_product needs: a finisher share per thread, the partial sums' room.
   detail::split_scratch<T> scratch() {
-    return {block_sums_.data(), partial_sums_.data(), partial_room_, threads(), row_tile};
+    return room_.scratch(row_tile);
   }
 
   //! Threads split C in whole register tiles: dafuse's kernel's 32 rows or 12 columns, 16 for
@@ -379,7 +405,7 @@ class gemm_workspace {
   }
   //! How a dense layer's products split W[out, in] over n samples among this workspace's threads.
   layer_split split_layer(index_t out, index_t in, index_t n) const {
-    return layer_split::make(out, in, n, threads(), row_tile, col_tile, partial_room_);
+    return layer_split::make(out, in, n, threads(), row_tile, col_tile, room_.room());
   }
 
   //! Stored values are kept as computed: no rounding (see backend/generic/products.hpp).
@@ -407,9 +433,7 @@ class gemm_workspace {
  private:
   std::vector<std::unique_ptr<blocking_type>> blocking_;  // Eigen's kernel
   std::vector<detail::fp32_panels> panels_;               // dafuse's fp32 kernel
-  std::vector<double> block_sums_;                        // one per thread
-  detail::aligned_array<T> partial_sums_;                 // threads − 1 blocks of partial_room_
-  index_t partial_room_ = 0;
+  detail::split_room<T> room_;
 };
 
 namespace detail {
@@ -547,6 +571,21 @@ void check_split(const char* where,
          "[" + std::to_string(m) + ", " + std::to_string(n) + "] partial sums for room for " +
              std::to_string(scratch.partial_room) + " values");
 }
+
+//! The split a product runs with: `given` once check_split accepts it, otherwise the workspace's
+//! own. Called before C is touched, so that a refused split leaves C as it was.
+template <class Workspace, class T>
+product_split chosen_split(const char* where,
+                           const std::optional<product_split>& given,
+                           const Workspace& ws,
+                           index_t m,
+                           index_t n,
+                           index_t k,
+                           const split_scratch<T>& scratch) {
+  if (!given) return ws.split(m, n, k);
+  check_split(where, *given, m, n, k, scratch);
+  return *given;
+}
 }  // namespace detail
 
 //! C[m, n] = α·op(A)·op(B) + β·C, every matrix column-major with its leading dimension.
@@ -583,10 +622,7 @@ double gemm(gemm_workspace<T>& ws,
     return finish(c, m, n, ldc);
   }
   const detail::split_scratch<T> scratch = ws.scratch();
-  if (split)
-    detail::check_split("gemm", *split, m, n, k, scratch);
-  else
-    split = ws.split(m, n, k);
+  const detail::product_split chosen = detail::chosen_split("gemm", split, ws, m, n, k, scratch);
   // Eigen's kernel accumulates into C: apply β first. dafuse's applies β as it stores C (β = 0
   // never reads C, so NaN there does not propagate).
   constexpr bool native = gemm_workspace<T>::native;
@@ -601,7 +637,7 @@ double gemm(gemm_workspace<T>& ws,
   }
 
   return detail::split_product<OpA, OpB>(
-      *split, m, n, k, a, lda, b, ldb, c, ldc, scratch,
+      chosen, m, n, k, a, lda, b, ldb, c, ldc, scratch,
       [&](int t, index_t rows, index_t cols, index_t depth, const T* ab, const T* bb, T* cb,
           index_t ldcb, bool fresh) {
         if constexpr (native) {

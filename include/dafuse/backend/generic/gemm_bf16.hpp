@@ -238,7 +238,7 @@ class bf16_gemm_workspace {
       p.a = aligned_array<std::uint32_t>(std::size_t(p.mc * p.kc / 2));
       p.b = aligned_array<std::uint32_t>(std::size_t(p.kc / 2 * p.nc));
     }
-    block_sums_.assign(std::size_t(threads), 0.0);
+    room_ = detail::split_room<float>(threads);
 #else
     a_ = detail::aligned_array<float>(std::size_t(max_m_ * max_k_));
     b_ = detail::aligned_array<float>(std::size_t(max_k_ * max_n_));
@@ -276,7 +276,7 @@ class bf16_gemm_workspace {
   //! How a dense layer's products split W[out, in] over n samples among this workspace's threads.
   layer_split split_layer(index_t out, index_t in, index_t n) const {
 #if DAFUSE_GEMM_BF16_NATIVE
-    return layer_split::make(out, in, n, int(panels_.size()), row_tile, col_tile, partial_room_);
+    return layer_split::make(out, in, n, int(panels_.size()), row_tile, col_tile, room_.room());
 #else
     return fp32_.split_layer(out, in, n);
 #endif
@@ -284,9 +284,7 @@ class bf16_gemm_workspace {
   //! Room for the partial sums of products split along their terms (gemm_workspace's).
   void reserve_partial_sums(index_t values) {
 #if DAFUSE_GEMM_BF16_NATIVE
-    if (values <= partial_room_) return;
-    partial_room_ = values;
-    partial_sums_ = detail::aligned_array<float>(std::size_t(std::max(threads() - 1, 0) * values));
+    room_.reserve(values);
 #else
     fp32_.reserve_partial_sums(values);
 #endif
@@ -302,7 +300,7 @@ class bf16_gemm_workspace {
   }
   //! What split_product needs: a finisher share per thread, the partial sums' room.
   detail::split_scratch<float> scratch() {
-    return {block_sums_.data(), partial_sums_.data(), partial_room_, threads(), row_tile};
+    return room_.scratch(row_tile);
   }
 #else
   //! Room for op(A) and op(B) rounded to bf16 as stored, and the fp32 product's buffers.
@@ -321,9 +319,7 @@ class bf16_gemm_workspace {
   index_t max_m_ = 0, max_n_ = 0, max_k_ = 0;
 #if DAFUSE_GEMM_BF16_NATIVE
   std::vector<detail::bf16_panels> panels_;
-  std::vector<double> block_sums_;             // one per thread (split_product)
-  detail::aligned_array<float> partial_sums_;  // threads − 1 blocks of partial_room_
-  index_t partial_room_ = 0;
+  detail::split_room<float> room_;  // split_product's shares and partial sums
 #else
   detail::aligned_array<float> a_, b_;
   gemm_workspace<float> fp32_;
@@ -375,12 +371,10 @@ double gemm_bf16(bf16_gemm_workspace& ws,
   // Whole micro-tiles per thread; each packs its own copy of the other operand (the price of no
   // shared state).
   const detail::split_scratch<float> scratch = ws.scratch();
-  if (split)
-    detail::check_split("gemm_bf16", *split, m, n, k, scratch);
-  else
-    split = ws.split(m, n, k);
+  const detail::product_split chosen =
+      detail::chosen_split("gemm_bf16", split, ws, m, n, k, scratch);
   return detail::split_product<OpA, OpB>(
-      *split, m, n, k, a, lda, b, ldb, c, ldc, scratch,
+      chosen, m, n, k, a, lda, b, ldb, c, ldc, scratch,
       [&](int t, index_t rows, index_t cols, index_t depth, const float* ab, const float* bb,
           float* cb, index_t ldcb, bool fresh) {
         detail::blocked_product<detail::bf16_kernel, OpA == op::transpose, OpB == op::transpose>(
