@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tests for backend/generic/sparse.hpp: the sparse first layer's forward product and weight
+// gradient against plain loops in double, for heights that fill one register block exactly, leave
+// a partial last vector, and take several blocks (1 to 300 rows), in fp32 (registers on AVX-512)
+// and fp64 (Eigen); the stored values rounded by `Round`; and the weight gradient writing only the
+// columns of the features the batch uses.
+#include <dafuse/backend/generic/sparse.hpp>
+#include "../check.hpp"
+
+#include <dafuse/core/rng.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+namespace generic = dafuse::backend::generic;
+using dafuse::index_t;
+
+constexpr index_t features = 53;
+
+//! A CSR batch of `cols` samples over `features` features: sample c uses features
+//! (c·7 + 3·i) mod features for i < counts[c] (distinct, so features repeat across samples, the
+//! first and last feature among them), column 2 empty.
+struct batch {
+  std::vector<std::int32_t> offsets{0}, indices;
+  std::vector<double> values;
+  explicit batch(index_t cols) {
+    dafuse::counter_rng rng(11, dafuse::rng_stream::user);
+    for (index_t c = 0; c < cols; ++c) {
+      const index_t count = c == 2 ? 0 : 1 + (5 * c) % 17;
+      for (index_t i = 0; i < count; ++i) {
+        indices.push_back(std::int32_t((c * 7 + 3 * i) % features));
+        values.push_back(rng.uniform(-2.0, 2.0));
+      }
+      offsets.push_back(std::int32_t(indices.size()));
+    }
+  }
+  index_t cols() const { return index_t(offsets.size()) - 1; }
+  template <class T>
+  std::vector<T> values_as() const {
+    return std::vector<T>(values.begin(), values.end());
+  }
+};
+
+//! Doubles each stored value: shows that the kernels read values through Round::round.
+struct doubled {
+  template <class T>
+  static T round(T v) {
+    return T(2) * v;
+  }
+};
+
+template <class T>
+std::vector<T> random_matrix(index_t n, std::uint64_t seed) {
+  dafuse::counter_rng rng(seed, dafuse::rng_stream::user);
+  std::vector<T> v(static_cast<std::size_t>(n));
+  for (T& x : v) x = rng.uniform(T(-1), T(1));
+  return v;
+}
+
+template <class T>
+constexpr double tolerance = std::is_same_v<T, float> ? 2e-6 : 1e-14;
+
+template <class T>
+void check_forward(index_t out) {
+  CAPTURE(out);
+  const batch b(9);
+  const std::vector<T> values = b.values_as<T>();
+  const dafuse::sparse_matrix_view<const T> x{b.offsets.data(), b.indices.data(), values.data(),
+                                              features, b.cols()};
+  // W exactly [out, features]: a read past its last column would leave the allocation.
+  const std::vector<T> w = random_matrix<T>(out * features, 5);
+  std::vector<T> y(static_cast<std::size_t>(out * b.cols()), T(7));  // overwritten, not added to
+  generic::sparse_input_product<doubled>(w.data(), out, x, y.data());
+  std::vector<double> expected(y.size(), 0.0);
+  for (index_t c = 0; c < b.cols(); ++c)
+    for (index_t k = b.offsets[c]; k < b.offsets[c + 1]; ++k)
+      for (index_t r = 0; r < out; ++r)
+        expected[c * out + r] += 2.0 * double(values[k]) * double(w[b.indices[k] * out + r]);
+  CHECK(dafuse::test::max_relative_error(std::span<const T>(y), std::span<const double>(expected)) <
+        tolerance<T>);
+  // The empty column is zeros.
+  for (index_t r = 0; r < out; ++r) CHECK(y[2 * out + r] == T(0));
+}
+
+template <class T>
+void check_weight_gradient(index_t out) {
+  CAPTURE(out);
+  const batch b(9);
+  const std::vector<T> values = b.values_as<T>();
+  const dafuse::sparse_matrix_view<const T> x{b.offsets.data(), b.indices.data(), values.data(),
+                                              features, b.cols()};
+  const std::vector<T> dz = random_matrix<T>(out * b.cols(), 6);
+  std::vector<bool> used(features, false);
+  for (std::int32_t j : b.indices) used[std::size_t(j)] = true;
+  // Used columns hold zeros, as the step leaves them; the others a sentinel that must survive.
+  const T sentinel = T(-3.5);
+  std::vector<T> dw(static_cast<std::size_t>(out * features));
+  for (index_t j = 0; j < features; ++j)
+    for (index_t r = 0; r < out; ++r) dw[j * out + r] = used[j] ? T(0) : sentinel;
+  generic::sparse_weight_gradient<doubled>(dz.data(), out, x, dw.data());
+
+  std::vector<double> expected(dw.size(), 0.0);
+  for (index_t c = 0; c < b.cols(); ++c)
+    for (index_t k = b.offsets[c]; k < b.offsets[c + 1]; ++k)
+      for (index_t r = 0; r < out; ++r)
+        expected[b.indices[k] * out + r] += 2.0 * double(values[k]) * double(dz[c * out + r]);
+  index_t untouched = 0;
+  for (index_t j = 0; j < features; ++j) {
+    if (used[j]) continue;
+    ++untouched;
+    for (index_t r = 0; r < out; ++r) {
+      CHECK(dw[j * out + r] == sentinel);
+      expected[j * out + r] = double(sentinel);
+    }
+  }
+  CHECK(untouched > 0);
+  CHECK(dafuse::test::max_relative_error(std::span<const T>(dw),
+                                         std::span<const double>(expected)) < tolerance<T>);
+}
+
+// 16 and 128 fill whole vectors and a whole block; 17, 100 and 129 leave a partial last vector
+// (129 and 300: a second block of 1 and 44 rows).
+constexpr index_t heights[] = {1, 5, 16, 17, 100, 128, 129, 300};
+
+TEST_CASE_TEMPLATE("the sparse forward product matches a plain loop", T, float, double) {
+  for (index_t out : heights) check_forward<T>(out);
+}
+
+TEST_CASE_TEMPLATE("the sparse weight gradient matches a plain loop and writes only used columns",
+                   T,
+                   float,
+                   double) {
+  for (index_t out : heights) check_weight_gradient<T>(out);
+}
+
+TEST_CASE("the sparse products of an empty batch write nothing but zeros") {
+  const std::vector<std::int32_t> offsets{0, 0, 0};
+  const dafuse::sparse_matrix_view<const float> x{offsets.data(), nullptr, nullptr, features, 2};
+  const std::vector<float> w = random_matrix<float>(100 * features, 1), dz(200, 1.0f);
+  std::vector<float> y(200, 7.0f), dw(static_cast<std::size_t>(100 * features), 9.0f);
+  generic::sparse_input_product<doubled>(w.data(), 100, x, y.data());
+  generic::sparse_weight_gradient<doubled>(dz.data(), 100, x, dw.data());
+  for (float v : y) CHECK(v == 0.0f);
+  for (float v : dw) CHECK(v == 9.0f);
+}
+
+}  // namespace
