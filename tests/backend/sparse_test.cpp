@@ -20,27 +20,27 @@ using dafuse::index_t;
 
 constexpr index_t features = 53;
 
-//! A CSR batch of `cols` samples over `features` features: sample c uses features
-//! (c·7 + 3·i) mod features for i < counts[c] (distinct, so features repeat across samples, the
-//! first and last feature among them), column 2 empty.
+//! A CSR batch of 9 samples over `features` features: sample c uses features
+//! (c·7 + 3·i) mod features for i < 1 + 5c mod 17 (distinct, so features repeat across samples,
+//! the first and last feature among them), sample 2 none.
+template <class T>
 struct batch {
+  static constexpr index_t cols = 9;
   std::vector<std::int32_t> offsets{0}, indices;
-  std::vector<double> values;
-  explicit batch(index_t cols) {
+  std::vector<T> values;
+  batch() {
     dafuse::counter_rng rng(11, dafuse::rng_stream::user);
     for (index_t c = 0; c < cols; ++c) {
       const index_t count = c == 2 ? 0 : 1 + (5 * c) % 17;
       for (index_t i = 0; i < count; ++i) {
         indices.push_back(std::int32_t((c * 7 + 3 * i) % features));
-        values.push_back(rng.uniform(-2.0, 2.0));
+        values.push_back(rng.uniform(T(-2), T(2)));
       }
       offsets.push_back(std::int32_t(indices.size()));
     }
   }
-  index_t cols() const { return index_t(offsets.size()) - 1; }
-  template <class T>
-  std::vector<T> values_as() const {
-    return std::vector<T>(values.begin(), values.end());
+  dafuse::sparse_matrix_view<const T> view() const {
+    return {offsets.data(), indices.data(), values.data(), features, cols};
   }
 };
 
@@ -66,16 +66,14 @@ constexpr double tolerance = std::is_same_v<T, float> ? 2e-6 : 1e-14;
 template <class T>
 void check_forward(index_t out) {
   CAPTURE(out);
-  const batch b(9);
-  const std::vector<T> values = b.values_as<T>();
-  const dafuse::sparse_matrix_view<const T> x{b.offsets.data(), b.indices.data(), values.data(),
-                                              features, b.cols()};
+  const batch<T> b;
+  const std::vector<T>& values = b.values;
   // W exactly [out, features]: a read past its last column would leave the allocation.
   const std::vector<T> w = random_matrix<T>(out * features, 5);
-  std::vector<T> y(static_cast<std::size_t>(out * b.cols()), T(7));  // overwritten, not added to
-  generic::sparse_input_product<doubled>(w.data(), out, x, y.data());
+  std::vector<T> y(static_cast<std::size_t>(out * b.cols), T(7));  // overwritten, not added to
+  generic::sparse_input_product<doubled>(w.data(), out, b.view(), y.data());
   std::vector<double> expected(y.size(), 0.0);
-  for (index_t c = 0; c < b.cols(); ++c)
+  for (index_t c = 0; c < b.cols; ++c)
     for (index_t k = b.offsets[c]; k < b.offsets[c + 1]; ++k)
       for (index_t r = 0; r < out; ++r)
         expected[c * out + r] += 2.0 * double(values[k]) * double(w[b.indices[k] * out + r]);
@@ -88,11 +86,9 @@ void check_forward(index_t out) {
 template <class T>
 void check_weight_gradient(index_t out) {
   CAPTURE(out);
-  const batch b(9);
-  const std::vector<T> values = b.values_as<T>();
-  const dafuse::sparse_matrix_view<const T> x{b.offsets.data(), b.indices.data(), values.data(),
-                                              features, b.cols()};
-  const std::vector<T> dz = random_matrix<T>(out * b.cols(), 6);
+  const batch<T> b;
+  const std::vector<T>& values = b.values;
+  const std::vector<T> dz = random_matrix<T>(out * b.cols, 6);
   std::vector<bool> used(features, false);
   for (std::int32_t j : b.indices) used[std::size_t(j)] = true;
   // Used columns hold zeros, as the step leaves them; the others a sentinel that must survive.
@@ -100,10 +96,10 @@ void check_weight_gradient(index_t out) {
   std::vector<T> dw(static_cast<std::size_t>(out * features));
   for (index_t j = 0; j < features; ++j)
     for (index_t r = 0; r < out; ++r) dw[j * out + r] = used[j] ? T(0) : sentinel;
-  generic::sparse_weight_gradient<doubled>(dz.data(), out, x, dw.data());
+  generic::sparse_weight_gradient<doubled>(dz.data(), out, b.view(), dw.data());
 
   std::vector<double> expected(dw.size(), 0.0);
-  for (index_t c = 0; c < b.cols(); ++c)
+  for (index_t c = 0; c < b.cols; ++c)
     for (index_t k = b.offsets[c]; k < b.offsets[c + 1]; ++k)
       for (index_t r = 0; r < out; ++r)
         expected[b.indices[k] * out + r] += 2.0 * double(values[k]) * double(dz[c * out + r]);

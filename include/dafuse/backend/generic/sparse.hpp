@@ -70,27 +70,28 @@ inline void prefetch_rows(const float* x, index_t rows) {
   __builtin_prefetch(x + rows - 1, ForWrite ? 1 : 0);
 }
 
-//! y[r0, r0 + rows) of one column of y: the sum over its non-zeros [begin, end) (of `nnz` in
-//! all, for the prefetch) of round(value) · W[r0 + i, index], with 16·(Vectors − 1) < rows ≤
-//! 16·Vectors. The sums stay in registers (plain local arrays: held in a struct, GCC kept a copy
-//! of them on the stack and stored it on every non-zero); every vector but the last is full, and
-//! only the last is loaded and stored with a mask.
+//! One sample's non-zeros: entries [begin, end) of a batch's `indices` and `values`, of `nnz`
+//! in the batch (the prefetch looks that far ahead at most).
+struct sample_nonzeros {
+  const std::int32_t* indices;
+  const float* values;
+  index_t begin, end, nnz;
+};
+
+//! Rows [r0, r0 + rows) of a sample's column of y, 16·(Vectors − 1) < rows ≤ 16·Vectors:
+//! y[r0 + i] = Σ round(value) · W[r0 + i, index] over the sample's non-zeros. The sums stay in
+//! registers (plain local arrays: held in a struct, GCC kept a copy of them on the stack and stored
+//! it on every non-zero); every vector but the last is full, and only the last is loaded and
+//! stored with a mask.
 template <int Vectors, class Round>
-void sparse_forward_block(const float* w,
-                          index_t out,
-                          const std::int32_t* indices,
-                          const float* values,
-                          index_t begin,
-                          index_t end,
-                          index_t nnz,
-                          index_t r0,
-                          index_t rows,
-                          float* y) {
+void sparse_forward_block(
+    const float* w, index_t out, const sample_nonzeros& x, index_t r0, index_t rows, float* y) {
   constexpr int last = Vectors - 1;
   const __mmask16 tail = first_lanes(rows - 16 * last);
   __m512 sum[Vectors];
 #pragma GCC unroll 8
   for (int i = 0; i < Vectors; ++i) sum[i] = _mm512_setzero_ps();
+  const auto [indices, values, begin, end, nnz] = x;
   for (index_t k = begin; k < end; ++k) {
     if (k + sparse_prefetch_distance < nnz)
       prefetch_rows<Vectors, false>(w + index_t(indices[k + sparse_prefetch_distance]) * out + r0,
@@ -107,25 +108,18 @@ void sparse_forward_block(const float* w,
   _mm512_mask_storeu_ps(y + r0 + 16 * last, tail, sum[last]);
 }
 
-//! dW[r0 + i, index] += round(value) · δz[r0 + i] over the non-zeros [begin, end) of one
-//! column, whose δz is `dz`: its rows [r0, r0 + rows) held in registers, as above.
+//! dW[r0 + i, index] += round(value) · δz[r0 + i] over one sample's non-zeros, whose δz is
+//! `dz`: its rows [r0, r0 + rows) held in registers, as above.
 template <int Vectors, class Round>
-void sparse_gradient_block(const float* dz,
-                           index_t out,
-                           const std::int32_t* indices,
-                           const float* values,
-                           index_t begin,
-                           index_t end,
-                           index_t nnz,
-                           index_t r0,
-                           index_t rows,
-                           float* dw) {
+void sparse_gradient_block(
+    const float* dz, index_t out, const sample_nonzeros& x, index_t r0, index_t rows, float* dw) {
   constexpr int last = Vectors - 1;
   const __mmask16 tail = first_lanes(rows - 16 * last);
   __m512 d[Vectors];
 #pragma GCC unroll 8
   for (int i = 0; i < last; ++i) d[i] = _mm512_loadu_ps(dz + r0 + 16 * i);
   d[last] = _mm512_maskz_loadu_ps(tail, dz + r0 + 16 * last);
+  const auto [indices, values, begin, end, nnz] = x;
   for (index_t k = begin; k < end; ++k) {
     if (k + sparse_prefetch_distance < nnz)
       prefetch_rows<Vectors, true>(dw + index_t(indices[k + sparse_prefetch_distance]) * out + r0,
@@ -153,7 +147,7 @@ void sparse_input_product(const T* w, index_t out, sparse_matrix_view<const T> x
     for (index_t c = 0; c < x.cols; ++c)
       detail::for_row_blocks(out, [&](auto vectors, index_t r0, index_t rows) {
         detail::sparse_forward_block<decltype(vectors)::value, Round>(
-            w, out, x.indices, x.values, x.col_begin(c), x.col_begin(c + 1), nnz, r0, rows,
+            w, out, {x.indices, x.values, x.col_begin(c), x.col_begin(c + 1), nnz}, r0, rows,
             y + c * out);
       });
     return;
@@ -184,7 +178,7 @@ void sparse_weight_gradient(const T* dz, index_t out, sparse_matrix_view<const T
     for (index_t c = 0; c < x.cols; ++c)
       detail::for_row_blocks(out, [&](auto vectors, index_t r0, index_t rows) {
         detail::sparse_gradient_block<decltype(vectors)::value, Round>(
-            dz + c * out, out, x.indices, x.values, x.col_begin(c), x.col_begin(c + 1), nnz, r0,
+            dz + c * out, out, {x.indices, x.values, x.col_begin(c), x.col_begin(c + 1), nnz}, r0,
             rows, dw);
       });
     return;
