@@ -4,10 +4,13 @@
 
 #include <dafuse/core/error.hpp>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <span>
 #include <string>
@@ -69,6 +72,45 @@ class temp_dir {
 
  private:
   std::filesystem::path dir_;
+};
+
+//! `count` zeroed values of T that end exactly where a page no access is allowed to begins, so a
+//! read or write one past the end faults. AddressSanitizer does not check AVX-512's masked loads
+//! and stores, and the heap after a std::vector is readable: this is how a test sees a kernel's
+//! tail lanes stay inside the buffer.
+template <class T>
+class guarded_array {
+ public:
+  explicit guarded_array(std::size_t count) : count_(count) {
+    const std::size_t page = std::size_t(::sysconf(_SC_PAGESIZE));
+    const std::size_t bytes = count * sizeof(T), pages = (bytes + page - 1) / page;
+    length_ = (pages + 1) * page;
+    void* base =
+        ::mmap(nullptr, length_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(base != MAP_FAILED);
+    base_ = static_cast<std::byte*>(base);
+    REQUIRE(::mprotect(base_ + pages * page, page, PROT_NONE) == 0);
+    data_ = reinterpret_cast<T*>(base_ + pages * page - bytes);
+  }
+  ~guarded_array() { ::munmap(base_, length_); }
+  guarded_array(const guarded_array&) = delete;
+  guarded_array& operator=(const guarded_array&) = delete;
+
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  std::size_t size() const { return count_; }
+  T& operator[](std::size_t i) { return data_[i]; }
+  const T& operator[](std::size_t i) const { return data_[i]; }
+  T* begin() { return data_; }
+  T* end() { return data_ + count_; }
+  const T* begin() const { return data_; }
+  const T* end() const { return data_ + count_; }
+  std::span<const T> span() const { return {data_, count_}; }
+
+ private:
+  std::size_t count_ = 0, length_ = 0;
+  std::byte* base_ = nullptr;
+  T* data_ = nullptr;
 };
 
 }  // namespace dafuse::test

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <limits>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -172,6 +173,19 @@ TEST_CASE("gemm_bf16 with an unsized workspace or a product too large for it thr
   CHECK_THROWS_AS((generic::gemm_bf16<op::none, op::none>(unsized, 2, 2, 2, 1.0f, a.data(), 2,
                                                           b.data(), 2, 0.0f, c.data(), 2)),
                   dafuse::error);
+  // A moved-from workspace has no buffers left: refused too, with a split given or not.
+  generic::bf16_gemm_workspace moved(4, 4, 4, 2);
+  generic::bf16_gemm_workspace taken = std::move(moved);
+  CHECK_FALSE(moved.sized());
+  CHECK(taken.sized());
+  CHECK_THROWS_AS((generic::gemm_bf16<op::none, op::none>(moved, 2, 2, 2, 1.0f, a.data(), 2,
+                                                          b.data(), 2, 0.0f, c.data(), 2)),
+                  dafuse::error);
+  CHECK_THROWS_AS(
+      (generic::gemm_bf16<op::none, op::none>(
+          moved, 2, 2, 2, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2, generic::no_finish{},
+          generic::detail::product_split::even(generic::split_along::rows, 2, 2, 1))),
+      dafuse::error);
   generic::bf16_gemm_workspace small(2, 2, 2);
   CHECK_THROWS_AS((generic::gemm_bf16<op::none, op::none>(small, 3, 2, 2, 1.0f, a.data(), 3,
                                                           b.data(), 2, 0.0f, c.data(), 3)),

@@ -17,8 +17,10 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <new>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -437,6 +439,35 @@ TEST_CASE("gemm with an unsized workspace throws") {
                       static_cast<const float*>(b.data()), 2, 0.0f, c.data(), 2)),
                   dafuse::error);
 }
+
+TEST_CASE("gemm refuses a moved-from workspace, with a split of its own or the default") {
+  generic::gemm_workspace<float> ws(8, 8, 8, 2);
+  generic::gemm_workspace<float> taken = std::move(ws);
+  std::vector<float> a(64, 1.0f), b(64, 1.0f), c(64, 0.0f);
+  const auto run = [&](std::optional<product_split> split) {
+    return dafuse::test::error_message([&] {
+      generic::gemm<op::none, op::none>(ws, 8, 8, 8, 1.0f, static_cast<const float*>(a.data()), 8,
+                                        static_cast<const float*>(b.data()), 8, 0.0f, c.data(), 8,
+                                        generic::no_finish{}, split);
+    });
+  };
+  CHECK(run(std::nullopt).find("workspace") != std::string::npos);
+  CHECK(run(product_split::even(split_along::rows, 8, 2, 4)).find("workspace") !=
+        std::string::npos);
+}
+
+#if !defined(__SANITIZE_ADDRESS__)  // AddressSanitizer aborts on an impossible allocation
+TEST_CASE("a failed reserve_partial_sums leaves the room it had") {
+  generic::gemm_workspace<float> ws(1024, 1024, 1024, 2);
+  ws.reserve_partial_sums(1024 * 64);
+  CHECK(ws.split_layer(1024, 1024, 64).forward.along == split_along::depth);
+  CHECK_THROWS_AS(ws.reserve_partial_sums(index_t(1) << 50), std::bad_alloc);
+  // Still room for [1024, 64] partial sums, not for [1024, 128]: the wider layer must not be
+  // split along its terms into room the workspace does not have.
+  CHECK(ws.split_layer(1024, 1024, 64).forward.along == split_along::depth);
+  CHECK(ws.split_layer(1024, 1024, 128).forward.along != split_along::depth);
+}
+#endif
 
 TEST_CASE("fp32_products_native says which path is compiled in") {
 #if defined(__AVX512F__) && !defined(__CUDACC__)

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace {
@@ -52,12 +53,11 @@ struct doubled {
   }
 };
 
+//! Values in (−1, 1) from `seed`.
 template <class T>
-std::vector<T> random_matrix(index_t n, std::uint64_t seed) {
+void fill_random(std::span<T> v, std::uint64_t seed) {
   dafuse::counter_rng rng(seed, dafuse::rng_stream::user);
-  std::vector<T> v(static_cast<std::size_t>(n));
   for (T& x : v) x = rng.uniform(T(-1), T(1));
-  return v;
 }
 
 template <class T>
@@ -68,16 +68,20 @@ void check_forward(index_t out) {
   CAPTURE(out);
   const batch<T> b;
   const std::vector<T>& values = b.values;
-  // W exactly [out, features]: a read past its last column would leave the allocation.
-  const std::vector<T> w = random_matrix<T>(out * features, 5);
-  std::vector<T> y(static_cast<std::size_t>(out * b.cols), T(7));  // overwritten, not added to
+  // W, y and (below) δz and ∂L/∂W end against a page that faults: the batch's last sample and
+  // W's last column (feature 52, sample 7's) reach their ends, so a tail lane past a column's
+  // last row would fault there.
+  dafuse::test::guarded_array<T> w(static_cast<std::size_t>(out * features));
+  fill_random(std::span<T>(w.data(), w.size()), 5);
+  dafuse::test::guarded_array<T> y(static_cast<std::size_t>(out * b.cols));
+  std::fill(y.begin(), y.end(), T(7));  // overwritten, not added to
   generic::sparse_input_product<doubled>(w.data(), out, b.view(), y.data());
   std::vector<double> expected(y.size(), 0.0);
   for (index_t c = 0; c < b.cols; ++c)
     for (index_t k = b.offsets[c]; k < b.offsets[c + 1]; ++k)
       for (index_t r = 0; r < out; ++r)
         expected[c * out + r] += 2.0 * double(values[k]) * double(w[b.indices[k] * out + r]);
-  CHECK(dafuse::test::max_relative_error(std::span<const T>(y), std::span<const double>(expected)) <
+  CHECK(dafuse::test::max_relative_error(y.span(), std::span<const double>(expected)) <
         tolerance<T>);
   // The empty column is zeros.
   for (index_t r = 0; r < out; ++r) CHECK(y[2 * out + r] == T(0));
@@ -88,12 +92,13 @@ void check_weight_gradient(index_t out) {
   CAPTURE(out);
   const batch<T> b;
   const std::vector<T>& values = b.values;
-  const std::vector<T> dz = random_matrix<T>(out * b.cols, 6);
+  dafuse::test::guarded_array<T> dz(static_cast<std::size_t>(out * b.cols));
+  fill_random(std::span<T>(dz.data(), dz.size()), 6);
   std::vector<bool> used(features, false);
   for (std::int32_t j : b.indices) used[std::size_t(j)] = true;
   // Used columns hold zeros, as the step leaves them; the others a sentinel that must survive.
   const T sentinel = T(-3.5);
-  std::vector<T> dw(static_cast<std::size_t>(out * features));
+  dafuse::test::guarded_array<T> dw(static_cast<std::size_t>(out * features));
   for (index_t j = 0; j < features; ++j)
     for (index_t r = 0; r < out; ++r) dw[j * out + r] = used[j] ? T(0) : sentinel;
   generic::sparse_weight_gradient<doubled>(dz.data(), out, b.view(), dw.data());
@@ -113,13 +118,13 @@ void check_weight_gradient(index_t out) {
     }
   }
   CHECK(untouched > 0);
-  CHECK(dafuse::test::max_relative_error(std::span<const T>(dw),
-                                         std::span<const double>(expected)) < tolerance<T>);
+  CHECK(dafuse::test::max_relative_error(dw.span(), std::span<const double>(expected)) <
+        tolerance<T>);
 }
 
 // 16 and 128 fill whole vectors and a whole block; 17, 100 and 129 leave a partial last vector
-// (129 and 300: a second block of 1 and 44 rows).
-constexpr index_t heights[] = {1, 5, 16, 17, 100, 128, 129, 300};
+// (129 and 300: a second block of 1 and 44 rows); 0 rows is nothing to do.
+constexpr index_t heights[] = {0, 1, 5, 16, 17, 100, 128, 129, 300};
 
 TEST_CASE_TEMPLATE("the sparse forward product matches a plain loop", T, float, double) {
   for (index_t out : heights) check_forward<T>(out);
@@ -135,7 +140,8 @@ TEST_CASE_TEMPLATE("the sparse weight gradient matches a plain loop and writes o
 TEST_CASE("the sparse products of an empty batch write nothing but zeros") {
   const std::vector<std::int32_t> offsets{0, 0, 0};
   const dafuse::sparse_matrix_view<const float> x{offsets.data(), nullptr, nullptr, features, 2};
-  const std::vector<float> w = random_matrix<float>(100 * features, 1), dz(200, 1.0f);
+  std::vector<float> w(static_cast<std::size_t>(100 * features)), dz(200, 1.0f);
+  fill_random(std::span<float>(w), 1);
   std::vector<float> y(200, 7.0f), dw(static_cast<std::size_t>(100 * features), 9.0f);
   generic::sparse_input_product<doubled>(w.data(), 100, x, y.data());
   generic::sparse_weight_gradient<doubled>(dz.data(), 100, x, dw.data());

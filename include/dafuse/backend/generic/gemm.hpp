@@ -315,22 +315,24 @@ template <class T>
 class split_room {
  public:
   split_room() = default;
-  explicit split_room(int threads) : threads_(threads), block_sums_(std::size_t(threads), 0.0) {}
+  explicit split_room(int threads) : block_sums_(std::size_t(threads), 0.0) {}
 
   //! Room for the partial sums of products with C of up to `values` values: `threads − 1`
-  //! blocks of them (thread 0 adds into C itself).
+  //! blocks of them (thread 0 adds into C itself). Allocates before it records the room, so a
+  //! failed allocation leaves both as they were.
   void reserve(index_t values) {
     if (values <= room_) return;
+    partial_sums_ = aligned_array<T>(std::size_t(std::max(threads() - 1, 0) * values));
     room_ = values;
-    partial_sums_ = aligned_array<T>(std::size_t(std::max(threads_ - 1, 0) * values));
   }
   index_t room() const { return room_; }
   split_scratch<T> scratch(index_t row_tile) {
-    return {block_sums_.data(), partial_sums_.data(), room_, threads_, row_tile};
+    return {block_sums_.data(), partial_sums_.data(), room_, threads(), row_tile};
   }
 
  private:
-  int threads_ = 0;
+  // The thread count is the shares' count, so a moved-from room (no shares) says 0 threads.
+  int threads() const { return int(block_sums_.size()); }
   std::vector<double> block_sums_;  // one per thread
   aligned_array<T> partial_sums_;   // threads − 1 blocks of room_
   index_t room_ = 0;

@@ -184,7 +184,7 @@ using bf16_panels = packed_panels<std::uint32_t>;
 struct bf16_kernel {
   using packed = std::uint32_t;
   static constexpr index_t mr = bf16_mr, nr = bf16_nr;
-  static index_t steps(index_t kc) { return (kc + 1) / 2; }
+  static constexpr index_t steps(index_t kc) { return (kc + 1) / 2; }
   template <bool KContiguous>
   static void pack(
       std::uint32_t* out, index_t width, const float* x, index_t ld, index_t count, index_t k) {
@@ -248,7 +248,11 @@ class bf16_gemm_workspace {
 
   //! Whether the constructor sized it.
   bool sized() const {
-    return max_m_ > 0;
+#if DAFUSE_GEMM_BF16_NATIVE
+    return max_m_ > 0 && !panels_.empty();  // a moved-from workspace has no buffers
+#else
+    return max_m_ > 0 && fp32_.threads() > 0;
+#endif
   }
   //! The largest product it holds buffers for: [max_m, max_k]·[max_k, max_n].
   index_t max_m() const {

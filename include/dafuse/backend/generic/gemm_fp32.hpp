@@ -139,7 +139,7 @@ void fp32_micro_kernel(index_t k,
 struct fp32_kernel {
   using packed = float;
   static constexpr index_t mr = fp32_mr, nr = fp32_nr;
-  static index_t steps(index_t kc) { return kc; }
+  static constexpr index_t steps(index_t kc) { return kc; }
   template <bool KContiguous>
   static void pack(
       float* out, index_t width, const float* x, index_t ld, index_t count, index_t k) {

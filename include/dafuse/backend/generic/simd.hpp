@@ -148,8 +148,10 @@ inline void transpose_16x16(__m512i r[16]) {
 //! `packed` (the buffers' element), `mr` and `nr` (the register tile), `steps(kc)` (packed steps
 //! for kc values of k: kc, or ⌈kc/2⌉ bf16 pairs), `pack<KContiguous>(out, width, x, ld, count,
 //! kc)` (`count` ≤ width rows of op(X) for one micro-panel, element (i, l) at x[i·ld + l] when
-//! KContiguous, else x[i + l·ld]) and `tile<Vectors>(steps, a, b, α, β, c, ldc, rows, cols)`
-//! (one [16·Vectors, nr] tile of C from packed panels; β = 0 does not read C).
+//! KContiguous, else x[i + l·ld]; also called on the terms [l0, l0 + kc) of a panel, writing at
+//! out + steps(l0)·width, for l0 a multiple of the kernel's group of terms) and
+//! `tile<Vectors>(steps, a, b, α, β, c, ldc, rows, cols)` (one [16·Vectors, nr] tile of C from
+//! packed panels; β = 0 does not read C).
 template <class Kernel, bool TransA, bool TransB>
 void blocked_product(packed_panels<typename Kernel::packed>& p,
                      index_t m,
@@ -201,6 +203,8 @@ void blocked_product(packed_panels<typename Kernel::packed>& p,
           // took 875 µs that way and 775-790 µs this way (its weight gradient, which packs
           // little, takes 660 µs). 16 is even, so a chunk starts on a bf16 k-pair.
           constexpr index_t chunk = 16;
+          static_assert(Kernel::steps(2 * chunk) == 2 * Kernel::steps(chunk),
+                        "a chunk of A's columns must start on whole packed steps");
           for (index_t l0 = 0; l0 < kc; l0 += chunk)
             for (index_t ir = 0; ir < mc; ir += mr) pack_a(ir, l0, std::min(chunk, kc - l0));
         }

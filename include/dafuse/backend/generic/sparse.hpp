@@ -43,6 +43,7 @@ inline constexpr index_t sparse_prefetch_distance = 8;
 
 //! Rows per register block: 8 zmm of sums, with room left for the loads.
 inline constexpr index_t sparse_block_rows = 128;
+static_assert(sparse_block_rows % 16 == 0, "a register block is whole zmm of 16 floats");
 
 //! Calls f(std::integral_constant<int, Vectors>, r0, rows) for each block of `out` rows: rows ≤
 //! 16·Vectors, the fewest zmm that hold them.
@@ -51,12 +52,12 @@ void for_row_blocks(index_t out, F&& f) {
   for (index_t r0 = 0; r0 < out; r0 += sparse_block_rows) {
     const index_t rows = std::min(sparse_block_rows, out - r0);
     [&]<int... V>(std::integer_sequence<int, V...>) {
-      // The one Vectors in 1..8 with 16·(Vectors − 1) < rows ≤ 16·Vectors.
+      // The one Vectors in 1..sparse_block_rows/16 with 16·(Vectors − 1) < rows ≤ 16·Vectors.
       ((rows > 16 * V && rows <= 16 * (V + 1) ? f(std::integral_constant<int, V + 1>{}, r0, rows)
                                               : void()),
        ...);
     }
-    (std::make_integer_sequence<int, 8>{});
+    (std::make_integer_sequence<int, int(sparse_block_rows / 16)>{});
   }
 }
 
@@ -150,26 +151,28 @@ void sparse_input_product(const T* w, index_t out, sparse_matrix_view<const T> x
             w, out, {x.indices, x.values, x.col_begin(c), x.col_begin(c + 1), nnz}, r0, rows,
             y + c * out);
       });
-    return;
-  }
+  } else
 #endif
-  using vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
-  for (index_t c = 0; c < x.cols; ++c) {
-    Eigen::Map<vector> yc(y + c * out, out);
-    yc.setZero();
-    for (index_t k = x.col_begin(c), end = x.col_begin(c + 1); k < end; ++k) {
-      if (k + detail::sparse_prefetch_distance < nnz)
-        detail::prefetch_lines<false>(
-            w + index_t(x.indices[k + detail::sparse_prefetch_distance]) * out, out);
-      yc += Round::round(x.values[k]) *
-            Eigen::Map<const vector>(w + index_t(x.indices[k]) * out, out);
+  {
+    using vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+    for (index_t c = 0; c < x.cols; ++c) {
+      Eigen::Map<vector> yc(y + c * out, out);
+      yc.setZero();
+      for (index_t k = x.col_begin(c), end = x.col_begin(c + 1); k < end; ++k) {
+        if (k + detail::sparse_prefetch_distance < nnz)
+          detail::prefetch_lines<false>(
+              w + index_t(x.indices[k + detail::sparse_prefetch_distance]) * out, out);
+        yc += Round::round(x.values[k]) *
+              Eigen::Map<const vector>(w + index_t(x.indices[k]) * out, out);
+      }
     }
   }
 }
 
 //! dW[:, j] += Σ round(v) · δz[:, c] over every non-zero (j, v) of every column c. dW must hold
 //! zeros in the columns x uses (the step clears the previous batch's columns): only those are
-//! written, the others stay zero.
+//! written, the others stay zero. dz and dw do not overlap (the AVX-512 path reads a block of δz
+//! once, before the non-zeros that write dW).
 template <class Round, class T>
 void sparse_weight_gradient(const T* dz, index_t out, sparse_matrix_view<const T> x, T* dw) {
   const index_t nnz = x.nnz();
@@ -181,17 +184,19 @@ void sparse_weight_gradient(const T* dz, index_t out, sparse_matrix_view<const T
             dz + c * out, out, {x.indices, x.values, x.col_begin(c), x.col_begin(c + 1), nnz}, r0,
             rows, dw);
       });
-    return;
-  }
+  } else
 #endif
-  using vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
-  for (index_t c = 0; c < x.cols; ++c) {
-    const Eigen::Map<const vector> dzc(dz + c * out, out);
-    for (index_t k = x.col_begin(c), end = x.col_begin(c + 1); k < end; ++k) {
-      if (k + detail::sparse_prefetch_distance < nnz)
-        detail::prefetch_lines<true>(
-            dw + index_t(x.indices[k + detail::sparse_prefetch_distance]) * out, out);
-      Eigen::Map<vector>(dw + index_t(x.indices[k]) * out, out) += Round::round(x.values[k]) * dzc;
+  {
+    using vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+    for (index_t c = 0; c < x.cols; ++c) {
+      const Eigen::Map<const vector> dzc(dz + c * out, out);
+      for (index_t k = x.col_begin(c), end = x.col_begin(c + 1); k < end; ++k) {
+        if (k + detail::sparse_prefetch_distance < nnz)
+          detail::prefetch_lines<true>(
+              dw + index_t(x.indices[k + detail::sparse_prefetch_distance]) * out, out);
+        Eigen::Map<vector>(dw + index_t(x.indices[k]) * out, out) +=
+            Round::round(x.values[k]) * dzc;
+      }
     }
   }
 }
