@@ -207,7 +207,7 @@ TEST_CASE("gemm in fp64 matches a double product for every op, size, alpha and b
 //! Runs C = op(A)·op(B) with a finisher that records each block it is given and doubles it, and
 //! checks that the blocks tile C once each, in whole rows or whole columns, and that gemm returns
 //! their shares (here each block's sum) added in block order.
-//! Split along k, the finisher gets the blocks of rows in which the partial sums were added.
+//! Split along k, the finisher gets the blocks of columns in which the partial sums were added.
 template <op OpA, op OpB>
 void check_finisher(index_t m,
                     index_t n,
@@ -250,7 +250,7 @@ void check_finisher(index_t m,
   const int blocks = count.load();
   const bool along_terms = split && split->along == split_along::depth && split->threads > 1;
   const product_split finished =
-      along_terms ? product_split::even(split_along::rows, m, ws.threads(), ws.row_tile)
+      along_terms ? product_split::even(split_along::columns, n, ws.threads(), ws.col_tile)
                   : split.value_or(ws.split(m, n, k));
   int nonempty = 0;  // a split may leave the last block(s) empty: they get no finisher
   for (int t = 0; t < finished.threads; ++t)
@@ -264,7 +264,7 @@ void check_finisher(index_t m,
   for (int t = 0; t < blocks; ++t) {
     const block& s = seen[std::size_t(t)];
     CHECK((s.rows == m || s.cols == n));
-    if (along_terms) CHECK(s.cols == n);
+    if (along_terms) CHECK(s.rows == m);
     in_order += s.sum;
   }
   CHECK(returned == in_order);
@@ -378,12 +378,6 @@ TEST_CASE("layer_split gives a layer's three products the same blocks of W's col
     }
     CHECK(s.forward.per % ws.row_tile == 0);
   }
-  // The forward adds its partial sums in the blocks of rows in which the next layer splits its
-  // inputs: the first layer's outputs stay with the core that reads them next.
-  const product_split sums = product_split::even(split_along::rows, 1024, 2, ws.row_tile);
-  const product_split next = ws.split_layer(1024, 1024, 64).forward;
-  CHECK(sums.range(0) == next.range(0));
-  CHECK(sums.range(1) == next.range(1));
   // Where a split along the terms does not pay, each product keeps its own: too small (one
   // thread), partial sums as large as W (n ≥ in), partial sums beyond the room reserved.
   for (const auto& [out, in, n] :

@@ -622,8 +622,8 @@ TEST_CASE("generic forward and backward split across threads match naive loops")
 TEST_CASE("generic forward and backward with products split by W's columns match naive loops") {
   // 512 → 512 → 256 → 8 on 64 samples: layers 0 and 1 pass gemm_parallel_flops with fewer
   // samples than inputs, so with room for partial sums each thread takes a block of W's columns
-  // in all three products (layer_split): the forward sums its block of terms, the partial sums
-  // are added by rows, and layer 1 reads its inputs in those rows.
+  // in all three products (layer_split): the forward sums its block of terms, and the partial
+  // sums are added, and the bias and activation applied, by blocks of columns.
   using stack = nn::layer_stack<nn::dense<512, 512, nn::tanh>, nn::dense<512, 256, nn::relu>,
                                 nn::dense<256, 8, nn::identity>>;
   constexpr index_t n = 64;
@@ -642,6 +642,46 @@ TEST_CASE("generic forward and backward with products split by W's columns match
     sb.ws.reserve_partial_sums(512 * n);
     REQUIRE(sb.ws.split_layer(512, 512, n).forward.along == generic::split_along::depth);
     REQUIRE(sb.ws.split_layer(256, 512, n).forward.along == generic::split_along::depth);
+    generic::forward(params.data(), xv, sb.s, sb.ws);
+    for (std::size_t l = 0; l < stack::depth; ++l) {
+      const matrix_view<double> y = sb.s.outputs[l];
+      CHECK(dafuse::test::max_relative_error(std::span(y.data, std::size_t(y.size())),
+                                             std::span(ref.y[l])) < 1e-13);
+    }
+    sb.set_output_gradient(weights);
+    std::vector<double> grads(params.size(), std::numeric_limits<double>::quiet_NaN());
+    std::vector<double> dx(x.size());
+    generic::backward(params.data(), grads.data(), xv, sb.s, sb.ws,
+                      matrix_view<double>{dx.data(), stack::in, n});
+    CHECK(dafuse::test::max_relative_error(std::span(grads), std::span(g.params)) < 1e-12);
+    CHECK(dafuse::test::max_relative_error(std::span(dx), std::span(g.x)) < 1e-12);
+  }
+}
+
+TEST_CASE("generic forward and backward with products split by rows of C match naive loops") {
+  // 512 → 1024 → 512 → 8 on 40 samples without room for partial sums: the forward products of
+  // layers 0 and 1 and layer 1's input gradient (2·1024·512·40 ≈ 4.2e7 FLOP each) split C by its
+  // rows, so each thread's block starts part-way down C: the bias, f and f' a finisher applies
+  // to it must be the block's own rows of b and of y.
+  using stack = nn::layer_stack<nn::dense<512, 1024, nn::tanh>, nn::dense<1024, 512, nn::relu>,
+                                nn::dense<512, 8, nn::identity>>;
+  constexpr index_t n = 40;
+  dafuse::counter_rng rng(79, dafuse::rng_stream::user);
+  std::vector<double> params = uniform_vector(stack::param_count, rng);
+  for (double& p : params) p *= 0.1;
+  const std::vector<double> x = uniform_vector(stack::in * n, rng);
+  const std::vector<double> weights = uniform_vector(stack::out * n, rng);
+  const matrix_view<const double> xv{x.data(), stack::in, n};
+  const reference_pass ref = naive_forward<stack>(params, x, n);
+  const reference_gradients g = naive_backward<stack>(params, x, n, weights);
+
+  for (int threads : {2, 3}) {
+    INFO("threads = " << threads);
+    scratch_block<stack, double> sb(n, threads);
+    REQUIRE(sb.ws.split_layer(1024, 512, n).forward.along == generic::split_along::rows);
+    REQUIRE(sb.ws.split_layer(1024, 512, n).forward.threads == threads);
+    REQUIRE(sb.ws.split_layer(512, 1024, n).input_gradient.along == generic::split_along::rows);
+    REQUIRE(sb.ws.split_layer(512, 1024, n).input_gradient.threads == threads);
     generic::forward(params.data(), xv, sb.s, sb.ws);
     for (std::size_t l = 0; l < stack::depth; ++l) {
       const matrix_view<double> y = sb.s.outputs[l];

@@ -5,9 +5,11 @@
 //! Shapes: a stack's input x is [in, n] (one sample per column), layer l's output y_l is
 //! [out_l, n]. Per layer: z = W·x + b, y = f(z). Backward from δy_l (the gradient of the loss with
 //! respect to y_l): δz = δy ⊙ f'(y); ∂L/∂W = δz·xᵀ; ∂L/∂b = Σ_columns δz; δx = Wᵀ·δz.
-//! The bias and activation are applied in one pass over the product's output while it is still
-//! in cache; the squared norm of each gradient block is accumulated right after the block is
-//! written, so clipping needs no second pass over the gradients.
+//! The bias and activation are applied to each block of the forward product's output, and f' to
+//! each block of the input gradient the layer above writes, by the thread that wrote the block
+//! while it is in that core's cache (finish_forward, finish_output_gradient); the squared norm of
+//! each gradient block is accumulated right after the block is written, so clipping needs no
+//! second pass over the gradients.
 #pragma once
 #include <dafuse/config.hpp>
 
@@ -37,6 +39,13 @@ template <class T>
 using vector_map = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>>;
 template <class T>
 using const_vector_map = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>;
+//! A block of a column-major matrix: [rows, cols] with its columns `ld` values apart.
+template <class T>
+using strided_matrix_map =
+    Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>, 0, Eigen::OuterStride<>>;
+template <class T>
+using const_strided_matrix_map =
+    Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>, 0, Eigen::OuterStride<>>;
 
 template <class T>
 matrix_map<T> map(matrix_view<T> v) {
@@ -102,19 +111,23 @@ void check_columns(const Input& x, const stack_scratch<Stack, T>& s) {
          "[" + std::to_string(x.rows) + ", " + std::to_string(x.cols) + "]");
 }
 
-//! y = W·x for a layer's dense input x: [in, n], before bias and activation, split among threads
-//! as the layer's other products are (layer_split: by W's columns, when that pays).
-template <class Layer, class T, class Products>
-void input_product(Products& ws, const T* w, matrix_view<const T> x, T* y) {
-  ws.template product<op::none, op::none>(Layer::out, x.cols, Layer::in, T(1), w, Layer::out,
-                                          x.data, Layer::in, T(0), y, Layer::out, no_finish{},
-                                          ws.split_layer(Layer::out, Layer::in, x.cols).forward);
+//! y = W·x for a layer's dense input x: [in, n], split among threads as the layer's other products
+//! are (layer_split: by W's columns, when that pays), each finished block of y passed to `finish`
+//! (gemm.hpp's finishers: forward() adds the bias and applies the activation there).
+template <class Layer, class T, class Products, class Finish = no_finish>
+void input_product(Products& ws, const T* w, matrix_view<const T> x, T* y, Finish&& finish = {}) {
+  ws.template product<op::none, op::none>(
+      Layer::out, x.cols, Layer::in, T(1), w, Layer::out, x.data, Layer::in, T(0), y, Layer::out,
+      std::forward<Finish>(finish), ws.split_layer(Layer::out, Layer::in, x.cols).forward);
 }
 
-//! y = W·x for a sparse input: one scaled column of W per non-zero (backend/generic/sparse.hpp).
-template <class Layer, class T, class Products>
-void input_product(Products&, const T* w, sparse_matrix_view<const T> x, T* y) {
+//! y = W·x for a sparse input: one scaled column of W per non-zero (backend/generic/sparse.hpp),
+//! then `finish` on all of y.
+template <class Layer, class T, class Products, class Finish = no_finish>
+void input_product(
+    Products&, const T* w, sparse_matrix_view<const T> x, T* y, Finish&& finish = {}) {
   sparse_input_product<Products>(w, Layer::out, x, y);
+  finish(y, Layer::out, x.cols, Layer::out);
 }
 
 //! A product finisher (gemm.hpp) for a gradient: rounds a finished block of ∂L/∂W (or ∂L/∂b) to
@@ -136,18 +149,20 @@ struct finish_gradient {
     // A block of whole columns is one contiguous run, which Eigen vectorises across columns (a
     // 15-row gradient would leave each column to scalar code).
     if (ld == rows) return finish(vector_map<T>(block, rows * cols));
-    return finish(
-        Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>, 0, Eigen::OuterStride<>>(
-            block, rows, cols, Eigen::OuterStride<>(ld)));
+    return finish(strided_matrix_map<T>(block, rows, cols, Eigen::OuterStride<>(ld)));
   }
 };
 
 //! Writes ∂L/∂b = Σ_columns δz, rounded to the stored format, and returns its squared norm.
+//! The sum runs a column at a time, a vector add over the rows each: Eigen's rowwise().sum() on
+//! a column-major δz took 12.7 µs for [1024, 64] and 42.5 µs for [1024, 128] against 2.0 and
+//! 5.0 µs for this loop (one thread).
 template <class Layer, class T, class Products>
 double bias_gradient(const matrix_map<T>& dz, T* gw) {
-  T* db = gw + Layer::weight_count;
-  vector_map<T>(db, Layer::out).noalias() = dz.rowwise().sum();
-  return finish_gradient<Products>{}(db, Layer::out, 1, Layer::out);
+  vector_map<T> db(gw + Layer::weight_count, Layer::out);
+  db.setZero();
+  for (index_t j = 0; j < dz.cols(); ++j) db += dz.col(j);
+  return finish_gradient<Products>{}(db.data(), Layer::out, 1, Layer::out);
 }
 
 //! ∂L/∂W = δz·xᵀ ([out, n]·[n, in]) and ∂L/∂b for a dense input; returns their squared norm.
@@ -213,6 +228,91 @@ auto derivative_vector(const D& dy, const Y& y) {
     return dy;
 }
 
+//! y = f(y + b) on a [rows, cols] block of a layer's outputs (columns `ld` apart), b the block's
+//! rows of the bias, each value rounded to the stored format (one rounding).
+template <class Layer, class Products, class T>
+void add_bias_and_activate(T* y, index_t rows, index_t cols, index_t ld, const T* b) {
+  using act = std::remove_cvref_t<decltype(Layer::act)>;
+  strided_matrix_map<T> block(y, rows, cols, Eigen::OuterStride<>(ld));
+  const const_vector_map<T> bias(b, rows);
+  if constexpr (!Products::rounds && has_vector_form<act>) {
+    block.colwise() += bias;
+    if constexpr (!act::is_identity) {
+      // Then f over the block as one flat array where its columns are contiguous: a layer of 15
+      // units (moons) fills no 16-float vector column by column, so Eigen would evaluate a
+      // column-wise logistic one scalar at a time.
+      if (ld == rows) {
+        flat_map<T> z(y, rows * cols);
+        z = activate_vector<act>(z);
+      } else {
+        for (index_t j = 0; j < cols; ++j) {
+          flat_map<T> z(y + j * ld, rows);
+          z = activate_vector<act>(z);
+        }
+      }
+    }
+  } else {
+    block = (block.colwise() + bias).unaryExpr([](T z) { return Products::round(Layer::act(z)); });
+  }
+}
+
+//! δz = δy ⊙ f'(y) on a [rows, cols] block of a layer's output gradient δy (columns `ld` apart),
+//! in place, f' read from the layer's outputs y (the same block of them), rounded to the stored
+//! format (δy arrives unrounded: it is a sum).
+template <class Layer, class Products, class T>
+void multiply_by_derivative(T* dy, const T* y, index_t rows, index_t cols, index_t ld) {
+  using act = std::remove_cvref_t<decltype(Layer::act)>;
+  strided_matrix_map<T> d(dy, rows, cols, Eigen::OuterStride<>(ld));
+  if constexpr (!act::is_identity) {
+    if constexpr (!Products::rounds && has_vector_form<act>) {
+      const auto column = [&](index_t offset, index_t count) {
+        flat_map<T> dc(dy + offset, count);
+        dc = derivative_vector<act>(
+            dc, Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(y + offset, count));
+      };
+      if (ld == rows)
+        column(0, rows * cols);  // contiguous: one flat pass, as in add_bias_and_activate
+      else
+        for (index_t j = 0; j < cols; ++j) column(j * ld, rows);
+    } else {
+      d = d.binaryExpr(
+          const_strided_matrix_map<T>(y, rows, cols, Eigen::OuterStride<>(ld)),
+          [](T g, T v) { return Products::round(g * Layer::act.derivative_from_output(v)); });
+    }
+  } else if constexpr (Products::rounds) {
+    d = d.unaryExpr([](T g) { return Products::round(g); });
+  }
+}
+
+//! The finishers (gemm.hpp) that run those two passes on each block of a product's C as soon as
+//! the thread that wrote the block has finished it, while the block is in that core's cache,
+//! rather than as a pass of their own after the product. A pass of its own ran on one thread
+//! while the other waited, and drew the other core's half of C across (which that core then drew
+//! back for the next product): see docs/benchmarks.md, "Each block finished where it was written".
+//! A block's place in C, and so its rows of b or of y, is its offset from C's first value.
+//!
+//! After a layer's forward product: C is the layer's y = W·x.
+template <class Layer, class Products, class T>
+struct finish_forward {
+  const T* c;     //!< C's first value
+  const T* bias;  //!< b: [Layer::out]
+  double operator()(T* block, index_t rows, index_t cols, index_t ld) const {
+    add_bias_and_activate<Layer, Products>(block, rows, cols, ld, bias + (block - c) % ld);
+    return 0.0;
+  }
+};
+
+//! After the input-gradient product of the layer above `Layer`: C is `Layer`'s δy.
+template <class Layer, class Products, class T>
+struct finish_output_gradient {
+  const T* c;  //!< C's first value
+  const T* y;  //!< `Layer`'s outputs, laid out as C
+  double operator()(T* block, index_t rows, index_t cols, index_t ld) const {
+    multiply_by_derivative<Layer, Products>(block, y + (block - c), rows, cols, ld);
+    return 0.0;
+  }
+};
+
 //! y_l for every layer of `Stack` on x: [in, n], using the stack's parameters at `params`.
 //! `Products` runs the matrix products and rounds stored values (a gemm_workspace<T> for plain
 //! precision, a mixed_products<F> for bf16/fp16).
@@ -232,26 +332,15 @@ void forward(const T* params,
         [&] {
           using layer = typename Stack::template layer<I>;
           const T* w = weights + Stack::template param_offset<I>();
-          const_vector_map<T> b(params + Stack::template param_offset<I>() + layer::weight_count,
-                                layer::out);
-          matrix_map<T> y = map(s.outputs[I]);
-          // y = W·x: [out, in]·[in, n]
+          const T* b = params + Stack::template param_offset<I>() + layer::weight_count;
+          T* y = s.outputs[I].data;
+          // y = f(W·x + b): [out, in]·[in, n], the bias and activation applied to each block of
+          // the product as it is finished.
+          const finish_forward<layer, Products, T> finish{y, b};
           if constexpr (I == 0)
-            input_product<layer>(ws, w, x, s.outputs[I].data);
+            input_product<layer>(ws, w, x, y, finish);
           else
-            input_product<layer>(ws, w, matrix_view<const T>(s.outputs[I - 1]), s.outputs[I].data);
-          // Bias, activation and the rounding to the stored format in one pass (one rounding).
-          if constexpr (!Products::rounds && has_vector_form<decltype(layer::act)>) {
-            // Two passes, the second over the outputs as one flat array: a layer of 15 units
-            // (moons) fills no 16-float vector column by column, so Eigen would evaluate a
-            // column-wise logistic one scalar at a time.
-            y.colwise() += b;
-            if constexpr (!std::remove_cvref_t<decltype(layer::act)>::is_identity) {
-              flat_map<T> z(y.data(), y.size());
-              z = activate_vector<decltype(layer::act)>(z);
-            }
-          } else
-            y = (y.colwise() + b).unaryExpr([](T z) { return Products::round(layer::act(z)); });
+            input_product<layer>(ws, w, matrix_view<const T>(s.outputs[I - 1]), y, finish);
         }(),
         ...);
   }
@@ -283,20 +372,11 @@ double backward(const T* params,
           constexpr std::size_t l = Stack::depth - 1 - I;
           using layer = typename Stack::template layer<l>;
           matrix_map<T> dz = map(s.gradients[l]);
-          // δz = δy ⊙ f'(y), rounded to the stored format (δy arrives unrounded: it is a sum).
-          if constexpr (!decltype(layer::act)::is_identity) {
-            const matrix_map<T> y = map(s.outputs[l]);
-            if constexpr (!Products::rounds && has_vector_form<decltype(layer::act)>) {
-              flat_map<T> d(dz.data(), dz.size());  // contiguous: [out, n] with stride out
-              d = derivative_vector<decltype(layer::act)>(
-                  d, Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(y.data(), y.size()));
-            } else
-              dz = dz.binaryExpr(y, [](T d, T v) {
-                return Products::round(d * layer::act.derivative_from_output(v));
-              });
-          } else if constexpr (Products::rounds) {
-            dz = dz.unaryExpr([](T d) { return Products::round(d); });
-          }
+          // δz = δy ⊙ f'(y). Below the last layer the input-gradient product of the layer above
+          // has done it as it wrote δy (finish_output_gradient).
+          if constexpr (l == Stack::depth - 1)
+            multiply_by_derivative<layer, Products>(dz.data(), s.outputs[l].data, layer::out,
+                                                    s.cols, layer::out);
           const T* w = weights + Stack::template param_offset<l>();
           T* gw = grads + Stack::template param_offset<l>();
           const index_t n = s.cols;
@@ -307,9 +387,13 @@ double backward(const T* params,
           // δx = α·Wᵀ·δz: [in, out]·[out, n]
           const auto split = ws.split_layer(layer::out, layer::in, n).input_gradient;
           if constexpr (l > 0) {
+            T* dy = s.gradients[l - 1].data;
             ws.template product<op::transpose, op::none>(
-                layer::in, n, layer::out, T(1), w, layer::out, dz.data(), layer::out, T(0),
-                s.gradients[l - 1].data, layer::in, no_finish{}, split);
+                layer::in, n, layer::out, T(1), w, layer::out, dz.data(), layer::out, T(0), dy,
+                layer::in,
+                finish_output_gradient<typename Stack::template layer<l - 1>, Products, T>{
+                    dy, s.outputs[l - 1].data},
+                split);
           } else if constexpr (std::is_same_v<Input, sparse_matrix_view<const T>>) {
             if (input_gradient.data != nullptr)
               fail("layer stack", "input gradient", "none for a sparse input (it is data)",

@@ -298,14 +298,14 @@ struct as_stored {
 };
 
 //! What split_product takes from a workspace: room for one finisher share per thread and for the
-//! partial sums of a split along the terms, and the tile its reduction splits C's rows by.
+//! partial sums of a split along the terms, and the tile its reduction splits C's columns by.
 template <class T>
 struct split_scratch {
   double* block_sums = nullptr;  //!< `threads` shares
   T* partial_sums = nullptr;     //!< threads − 1 blocks of `partial_room` values
   index_t partial_room = 0;
   int threads = 1;
-  index_t row_tile = 1;
+  index_t col_tile = 1;
 };
 
 //! What a workspace keeps for split_product on its `threads` threads: one finisher share per
@@ -326,8 +326,8 @@ class split_room {
     room_ = values;
   }
   index_t room() const { return room_; }
-  split_scratch<T> scratch(index_t row_tile) {
-    return {block_sums_.data(), partial_sums_.data(), room_, threads(), row_tile};
+  split_scratch<T> scratch(index_t col_tile) {
+    return {block_sums_.data(), partial_sums_.data(), room_, threads(), col_tile};
   }
 
  private:
@@ -394,7 +394,7 @@ class gemm_workspace {
   }
   //! What split_product needs: a finisher share per thread, the partial sums' room.
   detail::split_scratch<T> scratch() {
-    return room_.scratch(row_tile);
+    return room_.scratch(col_tile);
   }
 
   //! Threads split C in whole register tiles: dafuse's kernel's 32 rows or 12 columns, 16 for
@@ -448,9 +448,18 @@ namespace detail {
 //! shares added in block order, so the sum does not depend on which thread ends first.
 //!
 //! Along the terms, thread t sums terms [first, end) into C (t = 0) or into its partial, then,
-//! after a barrier, each thread adds the partials to a block of C's rows (whole row tiles, split
-//! as a next layer splits its inputs: layer_split) and finishes it. The partials are added in
-//! order, so C depends on the thread count: the same for a given count, not across counts.
+//! after a barrier, each thread adds the partials to a block of C's columns (whole column tiles)
+//! and finishes it. The partials are added in order, so C depends on the thread count: the same
+//! for a given count, not across counts.
+//!
+//! Why columns: a block of C's columns is one contiguous run, where a block of its rows is a
+//! run of every column, interleaved with the other threads' runs, and on 2 cores each core's
+//! hardware prefetcher then draws in lines the other core is writing. Measured (two threads
+//! summing [256, 128] partial sums over 256 terms, then a ReLU over their block): 76.5 µs by
+//! rows against 55.9 µs by columns, and 62.5 against 55.6 µs without the ReLU; [1024, 64] over
+//! 1024 terms, 530.6 against 506.3 µs. The next layer then reads part of its input from the other
+//! core, which costs less: the digits-mlp step 843 → 831 µs, office-head 2651 → 2592 µs (both
+//! with the layer's bias and activation as the finisher; OMP_NUM_THREADS=2).
 //! A team smaller than the split (OMP_THREAD_LIMIT, nested regions) runs several blocks per thread.
 template <op OpA, op OpB, class T, class Block, class Finish>
 double split_product(const product_split& split,
@@ -473,14 +482,14 @@ double split_product(const product_split& split,
   }
   int blocks = split.threads;
   if (split.along == split_along::depth) {
-    const product_split rows =
-        product_split::even(split_along::rows, m, scratch.threads, scratch.row_tile);
-    blocks = rows.threads;
+    const product_split sums =
+        product_split::even(split_along::columns, n, scratch.threads, scratch.col_tile);
+    blocks = sums.threads;
     const auto partial = [&](int t) {
       return scratch.partial_sums + (t - 1) * scratch.partial_room;
     };
 #if defined(_OPENMP)
-#pragma omp parallel num_threads(std::max(split.threads, rows.threads))
+#pragma omp parallel num_threads(std::max(split.threads, sums.threads))
 #endif
     {
 #if defined(_OPENMP)
@@ -502,20 +511,20 @@ double split_product(const product_split& split,
 #if defined(_OPENMP)
 #pragma omp barrier
 #endif
-      for (int r = me; r < rows.threads; r += team) {
-        const auto [first, end] = rows.range(r);
+      for (int r = me; r < sums.threads; r += team) {
+        const auto [first, end] = sums.range(r);
         block_sums[r] = 0.0;
         if (end <= first) continue;
         for (int t = 1; t < split.threads; ++t) {
           if (split.range(t).second <= split.range(t).first) continue;  // no terms, no partial
           const T* p = partial(t);
-          for (index_t j = 0; j < n; ++j) {
+          for (index_t j = first; j < end; ++j) {
             T* cj = c + j * ldc;
             const T* pj = p + j * m;
-            for (index_t i = first; i < end; ++i) cj[i] += pj[i];
+            for (index_t i = 0; i < m; ++i) cj[i] += pj[i];
           }
         }
-        block_sums[r] = finish(c + first, end - first, n, ldc);
+        block_sums[r] = finish(c + first * ldc, m, end - first, ldc);
       }
     }
   } else {

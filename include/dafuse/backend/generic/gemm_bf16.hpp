@@ -304,7 +304,7 @@ class bf16_gemm_workspace {
   }
   //! What split_product needs: a finisher share per thread, the partial sums' room.
   detail::split_scratch<float> scratch() {
-    return room_.scratch(row_tile);
+    return room_.scratch(col_tile);
   }
 #else
   //! Room for op(A) and op(B) rounded to bf16 as stored, and the fp32 product's buffers.
