@@ -115,6 +115,8 @@ void check_all_sizes() {
   for (const auto& [m, n, k] : {std::array<index_t, 3>{1, 600, 37}, {600, 1, 37}, {600, 300, 1}}) {
     check_product<OpA, OpB>(m, n, k, 0.5f, 0.0f, true);
     check_product<OpA, OpB>(m, n, k, 1.5f, 0.5f, false);
+    // The outer product is split by columns on more threads (thin_parallel_values).
+    check_product<OpA, OpB>(m, n, k, 1.5f, 0.5f, false, 3);
   }
   // Larger than one block of every loop (mc = 256, kc = 512, nc = 3072 on the native path),
   // with an odd k.
@@ -123,7 +125,7 @@ void check_all_sizes() {
   // columns), each thread with its buffers.
   check_product<OpA, OpB>(301, 250, 451, 1.0f, 0.0f, true, 2);
   check_product<OpA, OpB>(250, 301, 451, 1.0f, 0.0f, true, 2);
-  // Split along k (a layer's forward product): partial sums added by rows, β applied once.
+  // Split along k (a layer's forward product): partial sums added by columns, β applied once.
   for (int threads : {2, 3}) {
     const auto split =
         generic::detail::product_split::even(generic::split_along::depth, 451, threads, 32);

@@ -132,7 +132,8 @@ void check_all_sizes() {
   check_product<T, OpA, OpB>(300, 41, 601, T(0.25), T(0.5), false);
   // Products with a side of 1 and at least thin_product_min_terms terms run as thin_product:
   // row times matrix past its 256-sum chunks and its 16-lane dot products with a tail, a column
-  // (n = 1) likewise, outer products (k = 1) of many columns.
+  // (n = 1) likewise, outer products (k = 1) of many columns (from thin_parallel_values values
+  // split by columns among threads: the same bits on 1, 2 and 3).
   for (const auto& [m, n, k] : {std::array<index_t, 3>{1, 600, 37},
                                 {1, 257, 20},
                                 {600, 1, 37},
@@ -140,9 +141,13 @@ void check_all_sizes() {
                                 {600, 300, 1},
                                 {1, 1, 5000}}) {
     REQUIRE(generic::detail::is_thin(m, n, k));
-    check_product<T, OpA, OpB>(m, n, k, T(1), T(0), true);
+    const std::vector<T> one = check_product<T, OpA, OpB>(m, n, k, T(1), T(0), true);
     check_product<T, OpA, OpB>(m, n, k, T(-0.75), T(1), false);
     check_product<T, OpA, OpB>(m, n, k, T(1.5), T(0.5), false);
+    for (int threads : {2, 3}) {
+      CHECK(check_product<T, OpA, OpB>(m, n, k, T(1), T(0), true, threads) == one);
+      check_product<T, OpA, OpB>(m, n, k, T(-0.75), T(1), false, threads);
+    }
   }
 }
 
@@ -159,7 +164,7 @@ void check_split() {
 }
 
 //! Split along k (a layer's forward product, layer_split): thread t sums its block of the terms
-//! into C or into a partial sum, and the partials are added to C by rows. α, β (applied once,
+//! into C or into a partial sum, and the partials are added to C by columns. α, β (applied once,
 //! with thread 0's block) and NaN in C at β = 0; blocks of k that are no multiple of the kernel's
 //! (kc = 256), three threads, and 100 terms in three blocks (the fp32 kernel's 32-term units give
 //! 64, 36 and an empty third; Eigen's 16 give 48, 48, 4).
@@ -249,9 +254,12 @@ void check_finisher(index_t m,
       split);
   const int blocks = count.load();
   const bool along_terms = split && split->along == split_along::depth && split->threads > 1;
+  // Along k and in a large outer product (k = 1) the finished blocks are blocks of columns.
+  const bool split_outer = k == 1 && m * n >= generic::detail::thin_parallel_values;
   const product_split finished =
-      along_terms ? product_split::even(split_along::columns, n, ws.threads(), ws.col_tile)
-                  : split.value_or(ws.split(m, n, k));
+      along_terms || split_outer
+          ? product_split::even(split_along::columns, n, ws.threads(), ws.col_tile)
+          : split.value_or(ws.split(m, n, k));
   int nonempty = 0;  // a split may leave the last block(s) empty: they get no finisher
   for (int t = 0; t < finished.threads; ++t)
     nonempty += finished.range(t).second > finished.range(t).first;
@@ -277,8 +285,9 @@ TEST_CASE("gemm hands each finished block of C to the finisher once and returns 
     check_finisher<op::none, op::transpose>(250, 301, 451, threads);    // by columns
     check_finisher<op::transpose, op::none>(20, 10, 5, threads);        // one thread: too small
     check_finisher<op::transpose, op::transpose>(1, 300, 40, threads);  // thin_product
+    check_finisher<op::none, op::transpose>(600, 300, 1, threads);      // an outer product
     check_finisher<op::none, op::none>(100, 50, 2000, threads);         // an empty third block
-    // Along k: rows finished after the partial sums are added, 301 rows in 32-row tiles.
+    // Along k: blocks of columns finished after the partial sums are added.
     check_finisher<op::none, op::none>(301, 70, 451, threads,
                                        product_split::even(split_along::depth, 451, threads, 32));
     check_finisher<op::transpose, op::none>(

@@ -366,11 +366,10 @@ double gemm_bf16(bf16_gemm_workspace& ws,
       for (index_t i = 0; i < m; ++i) c[i + j * ldc] = beta == 0.0f ? 0.0f : beta * c[i + j * ldc];
     return finish(c, m, n, ldc);
   }
-  if (detail::is_thin(m, n, k)) {
-    detail::thin_product<OpA, OpB>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                                   [](float v) { return round_to_bf16(v); });
-    return finish(c, m, n, ldc);
-  }
+  if (detail::is_thin(m, n, k))
+    return detail::split_thin_product<OpA, OpB>(
+        m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, [](float v) { return round_to_bf16(v); },
+        ws.scratch(), finish);
 #if DAFUSE_GEMM_BF16_NATIVE
   // Whole micro-tiles per thread; each packs its own copy of the other operand (the price of no
   // shared state).
