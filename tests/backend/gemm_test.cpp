@@ -170,7 +170,7 @@ void check_split() {
 //! 64, 36 and an empty third; Eigen's 16 give 48, 48, 4).
 template <class T, op OpA, op OpB>
 void check_depth_split() {
-  constexpr index_t unit = generic::gemm_workspace<T>::row_tile;  // as layer_split's
+  constexpr index_t unit = generic::gemm_workspace<T>::row_tile;
   for (const auto& [m, n, k, threads] : {std::array<index_t, 4>{301, 70, 451, 2},
                                          {301, 70, 451, 3},
                                          {100, 50, 100, 3},
@@ -385,7 +385,7 @@ TEST_CASE("layer_split gives a layer's three products the same blocks of W's col
       CHECK(p.range(0) == s.forward.range(0));
       CHECK(p.range(1) == s.forward.range(1));
     }
-    CHECK(s.forward.per % ws.row_tile == 0);
+    CHECK(s.forward.per % generic::line_values<float> == 0);
   }
   // Where a split along the terms does not pay, each product keeps its own: too small (one
   // thread), partial sums as large as W (n ≥ in), partial sums beyond the room reserved.

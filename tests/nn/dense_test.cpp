@@ -697,3 +697,44 @@ TEST_CASE("generic forward and backward with products split by rows of C match n
     CHECK(dafuse::test::max_relative_error(std::span(dx), std::span(g.x)) < 1e-12);
   }
 }
+
+TEST_CASE(
+    "generic forward and backward split by W's columns in blocks of part tiles match naive loops") {
+  // 512 → 400 → 256 → 8 on 100 samples: layer 1's 400 inputs split 200 + 200 on two threads and
+  // 136 + 136 + 128 on three (whole cache lines of 8 doubles, not whole 32-row tiles), so its
+  // input gradient's first block ends part-way through a register tile and the next starts there.
+  using stack = nn::layer_stack<nn::dense<512, 400, nn::tanh>, nn::dense<400, 256, nn::relu>,
+                                nn::dense<256, 8, nn::identity>>;
+  constexpr index_t n = 100;
+  dafuse::counter_rng rng(80, dafuse::rng_stream::user);
+  std::vector<double> params = uniform_vector(stack::param_count, rng);
+  for (double& p : params) p *= 0.1;
+  const std::vector<double> x = uniform_vector(stack::in * n, rng);
+  const std::vector<double> weights = uniform_vector(stack::out * n, rng);
+  const matrix_view<const double> xv{x.data(), stack::in, n};
+  const reference_pass ref = naive_forward<stack>(params, x, n);
+  const reference_gradients g = naive_backward<stack>(params, x, n, weights);
+
+  for (int threads : {2, 3}) {
+    INFO("threads = " << threads);
+    scratch_block<stack, double> sb(n, threads);
+    sb.ws.reserve_partial_sums(512 * n);
+    const generic::layer_split s = sb.ws.split_layer(256, 400, n);
+    REQUIRE(s.forward.along == generic::split_along::depth);
+    REQUIRE(s.forward.threads == threads);
+    REQUIRE(s.forward.per % 32 != 0);
+    generic::forward(params.data(), xv, sb.s, sb.ws);
+    for (std::size_t l = 0; l < stack::depth; ++l) {
+      const matrix_view<double> y = sb.s.outputs[l];
+      CHECK(dafuse::test::max_relative_error(std::span(y.data, std::size_t(y.size())),
+                                             std::span(ref.y[l])) < 1e-13);
+    }
+    sb.set_output_gradient(weights);
+    std::vector<double> grads(params.size(), std::numeric_limits<double>::quiet_NaN());
+    std::vector<double> dx(x.size());
+    generic::backward(params.data(), grads.data(), xv, sb.s, sb.ws,
+                      matrix_view<double>{dx.data(), stack::in, n});
+    CHECK(dafuse::test::max_relative_error(std::span(grads), std::span(g.params)) < 1e-12);
+    CHECK(dafuse::test::max_relative_error(std::span(dx), std::span(g.x)) < 1e-12);
+  }
+}

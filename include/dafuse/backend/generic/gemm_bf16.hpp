@@ -280,7 +280,8 @@ class bf16_gemm_workspace {
   //! How a dense layer's products split W[out, in] over n samples among this workspace's threads.
   layer_split split_layer(index_t out, index_t in, index_t n) const {
 #if DAFUSE_GEMM_BF16_NATIVE
-    return layer_split::make(out, in, n, int(panels_.size()), row_tile, col_tile, room_.room());
+    return layer_split::make(out, in, n, int(panels_.size()), row_tile, col_tile,
+                             line_values<float>, room_.room());
 #else
     return fp32_.split_layer(out, in, n);
 #endif
