@@ -619,31 +619,30 @@ TEST_CASE("generic forward and backward split across threads match naive loops")
   }
 }
 
-TEST_CASE("generic forward and backward with products split by W's columns match naive loops") {
-  // 512 → 512 → 256 → 8 on 64 samples: layers 0 and 1 pass gemm_parallel_flops with fewer
-  // samples than inputs, so with room for partial sums each thread takes a block of W's columns
-  // in all three products (layer_split): the forward sums its block of terms, and the partial
-  // sums are added, and the bias and activation applied, by blocks of columns.
-  using stack = nn::layer_stack<nn::dense<512, 512, nn::tanh>, nn::dense<512, 256, nn::relu>,
-                                nn::dense<256, 8, nn::identity>>;
-  constexpr index_t n = 64;
-  dafuse::counter_rng rng(78, dafuse::rng_stream::user);
-  std::vector<double> params = uniform_vector(stack::param_count, rng);
+//! Forward and backward of `Stack` on n samples in fp64 against the naive loops, on 2 and 3
+//! threads with room for `partial_room` partial sums: `require_split(ws, threads)` first checks
+//! that the workspace splits the products as the test means them to be split.
+template <class Stack, class RequireSplit>
+void check_split_stack(index_t n,
+                       std::uint64_t seed,
+                       index_t partial_room,
+                       RequireSplit&& require_split) {
+  dafuse::counter_rng rng(seed, dafuse::rng_stream::user);
+  std::vector<double> params = uniform_vector(Stack::param_count, rng);
   for (double& p : params) p *= 0.1;
-  const std::vector<double> x = uniform_vector(stack::in * n, rng);
-  const std::vector<double> weights = uniform_vector(stack::out * n, rng);
-  const matrix_view<const double> xv{x.data(), stack::in, n};
-  const reference_pass ref = naive_forward<stack>(params, x, n);
-  const reference_gradients g = naive_backward<stack>(params, x, n, weights);
+  const std::vector<double> x = uniform_vector(Stack::in * n, rng);
+  const std::vector<double> weights = uniform_vector(Stack::out * n, rng);
+  const matrix_view<const double> xv{x.data(), Stack::in, n};
+  const reference_pass ref = naive_forward<Stack>(params, x, n);
+  const reference_gradients g = naive_backward<Stack>(params, x, n, weights);
 
   for (int threads : {2, 3}) {
     INFO("threads = " << threads);
-    scratch_block<stack, double> sb(n, threads);
-    sb.ws.reserve_partial_sums(512 * n);
-    REQUIRE(sb.ws.split_layer(512, 512, n).forward.along == generic::split_along::depth);
-    REQUIRE(sb.ws.split_layer(256, 512, n).forward.along == generic::split_along::depth);
+    scratch_block<Stack, double> sb(n, threads);
+    if (partial_room > 0) sb.ws.reserve_partial_sums(partial_room);
+    require_split(sb.ws, threads);
     generic::forward(params.data(), xv, sb.s, sb.ws);
-    for (std::size_t l = 0; l < stack::depth; ++l) {
+    for (std::size_t l = 0; l < Stack::depth; ++l) {
       const matrix_view<double> y = sb.s.outputs[l];
       CHECK(dafuse::test::max_relative_error(std::span(y.data, std::size_t(y.size())),
                                              std::span(ref.y[l])) < 1e-13);
@@ -652,10 +651,24 @@ TEST_CASE("generic forward and backward with products split by W's columns match
     std::vector<double> grads(params.size(), std::numeric_limits<double>::quiet_NaN());
     std::vector<double> dx(x.size());
     generic::backward(params.data(), grads.data(), xv, sb.s, sb.ws,
-                      matrix_view<double>{dx.data(), stack::in, n});
+                      matrix_view<double>{dx.data(), Stack::in, n});
     CHECK(dafuse::test::max_relative_error(std::span(grads), std::span(g.params)) < 1e-12);
     CHECK(dafuse::test::max_relative_error(std::span(dx), std::span(g.x)) < 1e-12);
   }
+}
+
+TEST_CASE("generic forward and backward with products split by W's columns match naive loops") {
+  // 512 → 512 → 256 → 8 on 64 samples: layers 0 and 1 pass gemm_parallel_flops with fewer
+  // samples than inputs, so with room for partial sums each thread takes a block of W's columns
+  // in all three products (layer_split): the forward sums its block of terms, and the partial
+  // sums are added, and the bias and activation applied, by blocks of columns.
+  using stack = nn::layer_stack<nn::dense<512, 512, nn::tanh>, nn::dense<512, 256, nn::relu>,
+                                nn::dense<256, 8, nn::identity>>;
+  constexpr index_t n = 64;
+  check_split_stack<stack>(n, 78, 512 * n, [](const generic::gemm_workspace<double>& ws, int) {
+    REQUIRE(ws.split_layer(512, 512, n).forward.along == generic::split_along::depth);
+    REQUIRE(ws.split_layer(256, 512, n).forward.along == generic::split_along::depth);
+  });
 }
 
 TEST_CASE("generic forward and backward with products split by rows of C match naive loops") {
@@ -666,36 +679,12 @@ TEST_CASE("generic forward and backward with products split by rows of C match n
   using stack = nn::layer_stack<nn::dense<512, 1024, nn::tanh>, nn::dense<1024, 512, nn::relu>,
                                 nn::dense<512, 8, nn::identity>>;
   constexpr index_t n = 40;
-  dafuse::counter_rng rng(79, dafuse::rng_stream::user);
-  std::vector<double> params = uniform_vector(stack::param_count, rng);
-  for (double& p : params) p *= 0.1;
-  const std::vector<double> x = uniform_vector(stack::in * n, rng);
-  const std::vector<double> weights = uniform_vector(stack::out * n, rng);
-  const matrix_view<const double> xv{x.data(), stack::in, n};
-  const reference_pass ref = naive_forward<stack>(params, x, n);
-  const reference_gradients g = naive_backward<stack>(params, x, n, weights);
-
-  for (int threads : {2, 3}) {
-    INFO("threads = " << threads);
-    scratch_block<stack, double> sb(n, threads);
-    REQUIRE(sb.ws.split_layer(1024, 512, n).forward.along == generic::split_along::rows);
-    REQUIRE(sb.ws.split_layer(1024, 512, n).forward.threads == threads);
-    REQUIRE(sb.ws.split_layer(512, 1024, n).input_gradient.along == generic::split_along::rows);
-    REQUIRE(sb.ws.split_layer(512, 1024, n).input_gradient.threads == threads);
-    generic::forward(params.data(), xv, sb.s, sb.ws);
-    for (std::size_t l = 0; l < stack::depth; ++l) {
-      const matrix_view<double> y = sb.s.outputs[l];
-      CHECK(dafuse::test::max_relative_error(std::span(y.data, std::size_t(y.size())),
-                                             std::span(ref.y[l])) < 1e-13);
-    }
-    sb.set_output_gradient(weights);
-    std::vector<double> grads(params.size(), std::numeric_limits<double>::quiet_NaN());
-    std::vector<double> dx(x.size());
-    generic::backward(params.data(), grads.data(), xv, sb.s, sb.ws,
-                      matrix_view<double>{dx.data(), stack::in, n});
-    CHECK(dafuse::test::max_relative_error(std::span(grads), std::span(g.params)) < 1e-12);
-    CHECK(dafuse::test::max_relative_error(std::span(dx), std::span(g.x)) < 1e-12);
-  }
+  check_split_stack<stack>(n, 79, 0, [](const generic::gemm_workspace<double>& ws, int threads) {
+    REQUIRE(ws.split_layer(1024, 512, n).forward.along == generic::split_along::rows);
+    REQUIRE(ws.split_layer(1024, 512, n).forward.threads == threads);
+    REQUIRE(ws.split_layer(512, 1024, n).input_gradient.along == generic::split_along::rows);
+    REQUIRE(ws.split_layer(512, 1024, n).input_gradient.threads == threads);
+  });
 }
 
 TEST_CASE(
@@ -706,35 +695,11 @@ TEST_CASE(
   using stack = nn::layer_stack<nn::dense<512, 400, nn::tanh>, nn::dense<400, 256, nn::relu>,
                                 nn::dense<256, 8, nn::identity>>;
   constexpr index_t n = 100;
-  dafuse::counter_rng rng(80, dafuse::rng_stream::user);
-  std::vector<double> params = uniform_vector(stack::param_count, rng);
-  for (double& p : params) p *= 0.1;
-  const std::vector<double> x = uniform_vector(stack::in * n, rng);
-  const std::vector<double> weights = uniform_vector(stack::out * n, rng);
-  const matrix_view<const double> xv{x.data(), stack::in, n};
-  const reference_pass ref = naive_forward<stack>(params, x, n);
-  const reference_gradients g = naive_backward<stack>(params, x, n, weights);
-
-  for (int threads : {2, 3}) {
-    INFO("threads = " << threads);
-    scratch_block<stack, double> sb(n, threads);
-    sb.ws.reserve_partial_sums(512 * n);
-    const generic::layer_split s = sb.ws.split_layer(256, 400, n);
-    REQUIRE(s.forward.along == generic::split_along::depth);
-    REQUIRE(s.forward.threads == threads);
-    REQUIRE(s.forward.per % 32 != 0);
-    generic::forward(params.data(), xv, sb.s, sb.ws);
-    for (std::size_t l = 0; l < stack::depth; ++l) {
-      const matrix_view<double> y = sb.s.outputs[l];
-      CHECK(dafuse::test::max_relative_error(std::span(y.data, std::size_t(y.size())),
-                                             std::span(ref.y[l])) < 1e-13);
-    }
-    sb.set_output_gradient(weights);
-    std::vector<double> grads(params.size(), std::numeric_limits<double>::quiet_NaN());
-    std::vector<double> dx(x.size());
-    generic::backward(params.data(), grads.data(), xv, sb.s, sb.ws,
-                      matrix_view<double>{dx.data(), stack::in, n});
-    CHECK(dafuse::test::max_relative_error(std::span(grads), std::span(g.params)) < 1e-12);
-    CHECK(dafuse::test::max_relative_error(std::span(dx), std::span(g.x)) < 1e-12);
-  }
+  check_split_stack<stack>(n, 80, 512 * n,
+                           [](const generic::gemm_workspace<double>& ws, int threads) {
+                             const generic::layer_split s = ws.split_layer(256, 400, n);
+                             REQUIRE(s.forward.along == generic::split_along::depth);
+                             REQUIRE(s.forward.threads == threads);
+                             REQUIRE(s.forward.per % 32 != 0);
+                           });
 }

@@ -350,60 +350,6 @@ class split_room {
   index_t room_ = 0;
 };
 
-//! Outer products (k = 1) of at least this many values of C are split by C's columns among the
-//! threads; smaller ones, and every other thin product, run on the calling thread. An outer
-//! product does one multiply per value it writes, and C is usually a gradient both cores read in
-//! the last step, so its time goes to taking the lines back from the other core: two cores
-//! take back their halves at once. (Row blocks would interleave the two cores' writes within
-//! every column: see split_product.)
-inline constexpr index_t thin_parallel_values = index_t(1) << 15;
-
-//! thin_product as gemm() runs it: on the calling thread, or an outer product of at least
-//! thin_parallel_values values split by C's columns among up to scratch.threads threads (blocks
-//! of whole column tiles), `finish` run on each block by the thread that wrote it. Returns the
-//! finishers' shares added in block order. Every value of C comes out the same either way.
-template <op OpA, op OpB, class T, class Load, class Finish>
-double split_thin_product(index_t m,
-                          index_t n,
-                          index_t k,
-                          T alpha,
-                          const T* a,
-                          index_t lda,
-                          const T* b,
-                          index_t ldb,
-                          T beta,
-                          T* c,
-                          index_t ldc,
-                          Load load,
-                          const split_scratch<T>& scratch,
-                          Finish&& finish) {
-  const product_split split =
-      k == 1 && m * n >= thin_parallel_values
-          ? product_split::even(split_along::columns, n, scratch.threads, scratch.col_tile)
-          : product_split::one_thread(1, n);
-  if (split.threads <= 1) {
-    thin_product<OpA, OpB>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, load);
-    return finish(c, m, n, ldc);
-  }
-  double* const block_sums = scratch.block_sums;
-#if defined(_OPENMP)
-#pragma omp parallel for num_threads(split.threads) schedule(static)
-#endif
-  for (int t = 0; t < split.threads; ++t) {
-    const auto [first, end] = split.range(t);
-    block_sums[t] = 0.0;
-    if (end <= first) continue;
-    // Columns [first, end) of op(B): of B, or its rows when transposed.
-    const T* bt = OpB == op::none ? b + first * ldb : b + first;
-    thin_product<OpA, OpB>(m, end - first, k, alpha, a, lda, bt, ldb, beta, c + first * ldc, ldc,
-                           load);
-    block_sums[t] = finish(c + first * ldc, m, end - first, ldc);
-  }
-  double sum = 0.0;
-  for (int t = 0; t < split.threads; ++t) sum += block_sums[t];
-  return sum;
-}
-
 }  // namespace detail
 
 //! Per-thread packing buffers for every product of a step, sized once for the largest one: for
@@ -618,6 +564,46 @@ double split_product(const product_split& split,
   double sum = 0.0;
   for (int t = 0; t < blocks; ++t) sum += block_sums[t];
   return sum;
+}
+
+//! Outer products (k = 1) of at least this many values of C are split by C's columns among the
+//! threads; smaller ones, and every other thin product, run on the calling thread. An outer
+//! product does one multiply per value it writes, and C is usually a gradient both cores read in
+//! the last step, so its time goes to taking the lines back from the other core: two cores
+//! take back their halves at once. (Row blocks would interleave the two cores' writes within
+//! every column: see split_product.)
+inline constexpr index_t thin_parallel_values = index_t(1) << 15;
+
+//! thin_product as gemm() runs it: on the calling thread, or an outer product of at least
+//! thin_parallel_values values split by C's columns among up to scratch.threads threads (blocks
+//! of whole column tiles), `finish` run on each block by the thread that wrote it. Returns the
+//! finishers' shares added in block order. Every value of C comes out the same either way.
+template <op OpA, op OpB, class T, class Load, class Finish>
+double split_thin_product(index_t m,
+                          index_t n,
+                          index_t k,
+                          T alpha,
+                          const T* a,
+                          index_t lda,
+                          const T* b,
+                          index_t ldb,
+                          T beta,
+                          T* c,
+                          index_t ldc,
+                          Load load,
+                          const split_scratch<T>& scratch,
+                          Finish&& finish) {
+  const product_split split =
+      k == 1 && m * n >= thin_parallel_values
+          ? product_split::even(split_along::columns, n, scratch.threads, scratch.col_tile)
+          : product_split::one_thread(1, n);
+  return split_product<OpA, OpB>(
+      split, m, n, k, a, lda, b, ldb, c, ldc, scratch,
+      [&](int, index_t rows, index_t cols, index_t depth, const T* ab, const T* bb, T* cb,
+          index_t ldcb, bool) {
+        thin_product<OpA, OpB>(rows, cols, depth, alpha, ab, lda, bb, ldb, beta, cb, ldcb, load);
+      },
+      finish);
 }
 
 //! A split along the terms needs room for its partial sums: check it fits (a split along C's

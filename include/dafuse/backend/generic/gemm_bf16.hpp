@@ -286,6 +286,15 @@ class bf16_gemm_workspace {
     return fp32_.split_layer(out, in, n);
 #endif
   }
+  //! What split_product (and split_thin_product) need: a finisher share per thread, the partial
+  //! sums' room; the fp32 product's where the bf16 kernel is not compiled.
+  detail::split_scratch<float> scratch() {
+#if DAFUSE_GEMM_BF16_NATIVE
+    return room_.scratch(col_tile);
+#else
+    return fp32_.scratch();
+#endif
+  }
   //! Room for the partial sums of products split along their terms (gemm_workspace's).
   void reserve_partial_sums(index_t values) {
 #if DAFUSE_GEMM_BF16_NATIVE
@@ -302,10 +311,6 @@ class bf16_gemm_workspace {
   }
   int threads() const {
     return int(panels_.size());
-  }
-  //! What split_product needs: a finisher share per thread, the partial sums' room.
-  detail::split_scratch<float> scratch() {
-    return room_.scratch(col_tile);
   }
 #else
   //! Room for op(A) and op(B) rounded to bf16 as stored, and the fp32 product's buffers.
