@@ -230,6 +230,20 @@ auto derivative_vector(const D& dy, const Y& y) {
     return dy;
 }
 
+//! f(offset, count) over the contiguous runs of a [rows, cols] block whose columns lie `ld`
+//! values apart: the whole block as one run when its columns are contiguous (ld = rows), else one
+//! run per column. A flat run lets Eigen fill whole vectors: a layer of 15 units (moons) fills no
+//! 16-float vector column by column, so Eigen would evaluate a column-wise logistic one scalar at
+//! a time.
+template <class F>
+void for_each_run(index_t rows, index_t cols, index_t ld, F&& f) {
+  if (ld == rows) {
+    f(index_t(0), rows * cols);
+  } else {
+    for (index_t j = 0; j < cols; ++j) f(j * ld, rows);
+  }
+}
+
 //! y = f(y + b) on a [rows, cols] block of a layer's outputs (columns `ld` apart), b the block's
 //! rows of the bias, each value rounded to the stored format (one rounding).
 template <class Layer, class Products, class T>
@@ -239,20 +253,11 @@ void add_bias_and_activate(T* y, index_t rows, index_t cols, index_t ld, const T
   const const_vector_map<T> bias(b, rows);
   if constexpr (!Products::rounds && has_vector_form<act>) {
     block.colwise() += bias;
-    if constexpr (!act::is_identity) {
-      // Then f over the block as one flat array where its columns are contiguous: a layer of 15
-      // units (moons) fills no 16-float vector column by column, so Eigen would evaluate a
-      // column-wise logistic one scalar at a time.
-      if (ld == rows) {
-        flat_map<T> z(y, rows * cols);
+    if constexpr (!act::is_identity)
+      for_each_run(rows, cols, ld, [&](index_t offset, index_t count) {
+        flat_map<T> z(y + offset, count);
         z = activate_vector<act>(z);
-      } else {
-        for (index_t j = 0; j < cols; ++j) {
-          flat_map<T> z(y + j * ld, rows);
-          z = activate_vector<act>(z);
-        }
-      }
-    }
+      });
   } else {
     block = (block.colwise() + bias).unaryExpr([](T z) { return Products::round(Layer::act(z)); });
   }
@@ -267,15 +272,11 @@ void multiply_by_derivative(T* dy, const T* y, index_t rows, index_t cols, index
   strided_matrix_map<T> d(dy, rows, cols, Eigen::OuterStride<>(ld));
   if constexpr (!act::is_identity) {
     if constexpr (!Products::rounds && has_vector_form<act>) {
-      const auto column = [&](index_t offset, index_t count) {
+      for_each_run(rows, cols, ld, [&](index_t offset, index_t count) {
         flat_map<T> dc(dy + offset, count);
         dc = derivative_vector<act>(
             dc, Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(y + offset, count));
-      };
-      if (ld == rows)
-        column(0, rows * cols);  // contiguous: one flat pass, as in add_bias_and_activate
-      else
-        for (index_t j = 0; j < cols; ++j) column(j * ld, rows);
+      });
     } else {
       d = d.binaryExpr(
           const_strided_matrix_map<T>(y, rows, cols, Eigen::OuterStride<>(ld)),

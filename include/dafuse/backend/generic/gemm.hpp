@@ -596,7 +596,7 @@ double split_thin_product(index_t m,
   const product_split split =
       k == 1 && m * n >= thin_parallel_values
           ? product_split::even(split_along::columns, n, scratch.threads, scratch.col_tile)
-          : product_split::one_thread(1, n);
+          : product_split::one_thread(m, n);
   return split_product<OpA, OpB>(
       split, m, n, k, a, lda, b, ldb, c, ldc, scratch,
       [&](int, index_t rows, index_t cols, index_t depth, const T* ab, const T* bb, T* cb,
