@@ -14,7 +14,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <memory>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -702,4 +704,40 @@ TEST_CASE(
                              REQUIRE(s.forward.threads == threads);
                              REQUIRE(s.forward.per % 32 != 0);
                            });
+}
+
+TEST_CASE_TEMPLATE("row_sums writes Eigen's rowwise sum bit for bit, wherever the output lies",
+                   T,
+                   float,
+                   double) {
+  // Which rows Eigen sums as packets depends on where the output starts (its assignment loop
+  // aligns the output first) and the order within a packet's sum on the column count, so every
+  // offset of a packet and column counts around its groups of four are covered; the values span
+  // magnitudes so that a different order changes the last bits.
+  dafuse::counter_rng rng{20261201, dafuse::rng_stream::user};
+  for (const index_t rows : {1, 3, 15, 16, 17, 31, 64, 100, 256, 1030})
+    for (const index_t cols : {0, 1, 2, 4, 5, 6, 7, 9, 63, 64, 65, 128}) {
+      std::vector<T> m(std::size_t(rows * cols));
+      for (T& v : m)
+        v = T(rng.uniform<double>(-1.0, 1.0) * std::exp2(rng.uniform<double>(-12, 12)));
+      const generic::matrix_map<T> map(m.data(), rows, cols);
+      for (index_t offset = 0; offset < 16; ++offset) {
+        // Both outputs at the same offset from a 64-byte boundary.
+        const auto at_offset = [&](std::vector<T>& buffer) {
+          void* p = buffer.data();
+          std::size_t space = buffer.size() * sizeof(T);
+          return static_cast<T*>(std::align(64, sizeof(T), p, space)) + offset;
+        };
+        std::vector<T> expected_buffer(std::size_t(rows + 32)), got_buffer(std::size_t(rows + 32));
+        T* const expected = at_offset(expected_buffer);
+        T* const got = at_offset(got_buffer);
+        generic::vector_map<T>(expected, rows).noalias() = map.rowwise().sum();
+        generic::row_sums(map, got);
+        CAPTURE(rows);
+        CAPTURE(cols);
+        CAPTURE(offset);
+        REQUIRE(std::equal(got, got + rows, expected,
+                           [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; }));
+      }
+    }
 }
