@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <limits>
 #include <new>
 #include <optional>
@@ -481,3 +482,58 @@ TEST_CASE("fp32_products_native says which path is compiled in") {
 #endif
   CHECK_FALSE(generic::gemm_workspace<double>::native);
 }
+
+#if DAFUSE_GEMM_FP32_NATIVE
+TEST_CASE("an input-gradient product with a large A reads it in place and gives the packed bits") {
+  // C = α·Aᵀ·B + β·C with A of fp32_in_place_min_bytes or more runs as Cᵀ = Bᵀ·A with A's columns
+  // broadcast in place. It must give what blocked_product (which packs A) gives, bit for bit, and
+  // match the double product: n around the 32- and 16-row panels of Bᵀ and up to one block (mc =
+  // 192), m no multiple of the 12-column tiles, k across several kc = 256 blocks, leading
+  // dimensions past the rows, α ≠ 1, β ∈ {0, 1, 0.5} and NaN in C at β = 0. In the step this is
+  // δx = Wᵀ·δz of office-head's 1024-wide layers.
+  namespace detail = generic::detail;
+  const auto transposed_in_place = [](index_t m, index_t n, index_t k, float alpha, float beta,
+                                      bool nan_in_c) {
+    CAPTURE(m);
+    CAPTURE(n);
+    CAPTURE(k);
+    CAPTURE(alpha);
+    CAPTURE(beta);
+    REQUIRE(double(m) * double(k) * sizeof(float) >= detail::fp32_in_place_min_bytes);
+    const matrix<float> a(k, m, 3, 5), b(k, n, 1, 7);
+    matrix<float> c(m, n, 2, 9);
+    if (nan_in_c)
+      for (float& v : c.v) v = std::numeric_limits<float>::quiet_NaN();
+    matrix<float> packed = c;
+    // Buffers as a step's workspace sizes them, for its largest product (here [m, k]·[k, k]):
+    // room for all of Bᵀ.
+    detail::fp32_panels p = detail::make_fp32_panels(m, k, k);
+    REQUIRE(detail::fp32_product_transposed_a_in_place(p, m, n, k, alpha, a.v.data(), a.ld,
+                                                       b.v.data(), b.ld, beta, c.v.data(), c.ld));
+    detail::blocked_product<detail::fp32_kernel, true, false>(
+        p, m, n, k, alpha, a.v.data(), a.ld, b.v.data(), b.ld, beta, packed.v.data(), packed.ld);
+    // Every value, padding included (NaN compares unequal, so compare the bits).
+    REQUIRE(std::memcmp(c.v.data(), packed.v.data(), c.v.size() * sizeof(float)) == 0);
+  };
+  for (const index_t n : {2, 16, 17, 32, 48, 64, 70, 192})
+    for (const auto& [m, k] : {std::pair<index_t, index_t>{640, 1024}, {131, 1001}}) {
+      transposed_in_place(m, n, k, 1.0f, 0.0f, true);
+      transposed_in_place(m, n, k, -0.75f, 1.0f, false);
+      transposed_in_place(m, n, k, 1.5f, 0.5f, false);
+    }
+  // Through gemm on 1 and 2 threads (C's rows split), against the double product.
+  const std::vector<float> one =
+      check_product<float, op::transpose, op::none>(1000, 64, 1024, 1.0f, 0.0f, true, 1);
+  CHECK(check_product<float, op::transpose, op::none>(1000, 64, 1024, 1.0f, 0.0f, true, 2) == one);
+  check_product<float, op::transpose, op::none>(600, 70, 300, -0.75f, 0.5f, false, 2);
+  // Where it does not pay or fit, it declines and leaves C alone: an A under the threshold, and
+  // more samples than one block of blocked_product's A holds.
+  detail::fp32_panels p = detail::make_fp32_panels(1024, 256, 1024);
+  std::vector<float> a(1024 * 1024, 1.0f), b(1024 * 256, 1.0f), c(1024 * 256, 7.0f);
+  CHECK_FALSE(detail::fp32_product_transposed_a_in_place(p, 100, 64, 1024, 1.0f, a.data(), 1024,
+                                                         b.data(), 1024, 0.0f, c.data(), 100));
+  CHECK_FALSE(detail::fp32_product_transposed_a_in_place(p, 1024, 193, 1024, 1.0f, a.data(), 1024,
+                                                         b.data(), 1024, 0.0f, c.data(), 1024));
+  CHECK(std::all_of(c.begin(), c.end(), [](float v) { return v == 7.0f; }));
+}
+#endif

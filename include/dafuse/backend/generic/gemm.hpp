@@ -704,6 +704,11 @@ double gemm(gemm_workspace<T>& ws,
           index_t ldcb, bool fresh) {
         if constexpr (native) {
 #if DAFUSE_GEMM_FP32_NATIVE
+          if constexpr (OpA == op::transpose && OpB == op::none)
+            if (detail::fp32_product_transposed_a_in_place(ws.panels(t), rows, cols, depth, alpha,
+                                                           ab, lda, bb, ldb, fresh ? T(0) : beta,
+                                                           cb, ldcb))
+              return;
           detail::blocked_product<detail::fp32_kernel, OpA == op::transpose, OpB == op::transpose>(
               ws.panels(t), rows, cols, depth, alpha, ab, lda, bb, ldb, fresh ? T(0) : beta, cb,
               ldcb);

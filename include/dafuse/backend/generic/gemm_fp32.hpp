@@ -133,6 +133,149 @@ void fp32_micro_kernel(index_t k,
   store_tile<Vectors, nr>(acc, alpha, beta, c, ldc, mv, nv);
 }
 
+//! fp32_product_transposed_a_in_place reads A in place from this size on (bytes of the A it is
+//! given): half the L2 of this project's Zen 5 cores (1 MiB). A smaller A is packed from L2,
+//! which costs less than the in-place product's transposes of B and of C's blocks: digits-mlp's
+//! input gradients (A of 128 KiB per thread) took 55 and 66 µs packed, 66 and 76 µs in place, where
+//! office-head's (A of 2 MiB and 512 KiB) took 537 and 141 µs packed, 517 and 132 µs in place
+//! (a throwaway program alternating the two in one process, OMP_NUM_THREADS=2, medians).
+inline constexpr double fp32_in_place_min_bytes = 512.0 * 1024;
+
+//! fp32_micro_kernel for a B read in place rather than packed: column j of the tile's B is
+//! b[j·ldb, j·ldb + k), one contiguous run per column (nv ≤ Cols of them; the columns past nv
+//! repeat column 0 into sums that are not stored). The same multiply-adds in the same order as
+//! the packed kernel, so the same bits. C here is a thread's own scratch block, which is in L2;
+//! asking for its tile ahead still pays (office-head's [1024, 1024]ᵀ·[1024, 64]: 518-521 µs with,
+//! 599-605 µs without; the same throwaway program as for fp32_in_place_min_bytes).
+template <int Vectors, int Cols>
+void fp32_micro_kernel_b_in_place(index_t k,
+                                  const float* a,
+                                  const float* b,
+                                  index_t ldb,
+                                  float alpha,
+                                  float beta,
+                                  float* c,
+                                  index_t ldc,
+                                  index_t mv,
+                                  index_t nv) {
+  static_assert(Cols >= 1 && Cols <= int(fp32_nr));
+  constexpr int nr = Cols;
+  __m512 acc[Vectors][nr];
+  const float* column[nr];
+#pragma GCC unroll 16
+  for (int j = 0; j < nr; ++j) {
+    column[j] = b + (j < nv ? j : 0) * ldb;
+#pragma GCC unroll 2
+    for (int v = 0; v < Vectors; ++v) acc[v][j] = _mm512_setzero_ps();
+  }
+  prefetch_tile_for_write<Vectors, nr>(c, ldc, nv);
+  for (index_t p = 0; p < k; ++p) {
+    __m512 av[Vectors];
+#pragma GCC unroll 2
+    for (int v = 0; v < Vectors; ++v) av[v] = _mm512_load_ps(a + (p * Vectors + v) * 16);
+#pragma GCC unroll 16
+    for (int j = 0; j < nr; ++j) {
+      const __m512 bj = _mm512_set1_ps(column[j][p]);
+#pragma GCC unroll 2
+      for (int v = 0; v < Vectors; ++v) acc[v][j] = _mm512_fmadd_ps(av[v], bj, acc[v][j]);
+    }
+  }
+  store_tile<Vectors, nr>(acc, alpha, beta, c, ldc, mv, nv);
+}
+
+//! C[m, n] = α·Aᵀ·B + β·C (A is [k, m], B is [k, n], all column-major) on one thread, reading A in
+//! place: computed as its transpose Cᵀ = Bᵀ·A with B packed whole as the kernel's A operand and
+//! A's columns, each a contiguous run along k, broadcast straight from memory as the kernel's B.
+//! Blocks of Cᵀ's columns are summed in `p.a` and transposed into C's rows. Returns false, doing
+//! nothing, unless A has fp32_in_place_min_bytes or more, n fits in one [mc, kc] block of
+//! blocked_product's A (Bᵀ's [n, kc] blocks then stream from L2 past each micro-panel of A's
+//! columns, as A's blocks do there), all of Bᵀ fits in `p.b` and a block of 12 columns of Cᵀ in
+//! `p.a`; blocked_product then runs it.
+//!
+//! Why: this is the input gradient of a dense layer, δx = Wᵀ·δz, where A is the weights and n the
+//! samples. blocked_product packs A there, transposing all of W at every call for only n samples
+//! per packed value; W's columns as broadcast streams need no packing, and the transposes move to
+//! the small operands (δz, and Cᵀ's blocks). A throwaway program (two threads, each a block of
+//! 512 rows of [1024, 1024]ᵀ·[1024, 64], medians of 200): 592 against 352 µs; [256, 1024]ᵀ with
+//! 1024 rows, 159 against 96 µs; [256, 256]ᵀ, 40 against 33 µs.
+//!
+//! The same multiply-adds as blocked_product in the same order (k in blocks of p.kc, each block's
+//! sums added to C as blocked_product stores them, β with the first), so the same bits.
+inline bool fp32_product_transposed_a_in_place(fp32_panels& p,
+                                               index_t m,
+                                               index_t n,
+                                               index_t k,
+                                               float alpha,
+                                               const float* a,
+                                               index_t lda,
+                                               const float* b,
+                                               index_t ldb,
+                                               float beta,
+                                               float* c,
+                                               index_t ldc) {
+  constexpr index_t mr = fp32_mr, nr = fp32_nr;
+  // Bᵀ's rows (the samples) in panels of mr, the last one 16 wide when it holds no more than 16,
+  // as blocked_product lays out A's.
+  const index_t last_panel = n % mr == 0 ? mr : (n % mr <= 16 ? 16 : mr);
+  const index_t width = n - n % mr + (n % mr == 0 ? 0 : last_panel);  // padded rows of Cᵀ
+  const index_t block_cols = std::min(round_up(m, nr), index_t(p.a.size()) / width / nr * nr);
+  if (double(m) * double(k) * sizeof(float) < fp32_in_place_min_bytes || width > fp32_mc ||
+      index_t(p.b.size()) < width * k || block_cols < nr)
+    return false;
+  // Packed Bᵀ: per block of p.kc terms, its panels one after the other (panel ir at ir·kc).
+  const auto panel = [&](index_t pc, index_t ir) {
+    return p.b.data() + width * pc + ir * std::min(p.kc, k - pc);
+  };
+  for (index_t pc = 0; pc < k; pc += p.kc) {
+    const index_t kc = std::min(p.kc, k - pc);
+    for (index_t ir = 0; ir < n; ir += mr) {
+      const index_t rows = std::min(mr, n - ir);
+      pack_fp32<false>(panel(pc, ir), rows <= 16 ? 16 : mr, b + ir * ldb + pc, ldb, rows, kc);
+    }
+  }
+  float* const ct = p.a.data();  // a block of Cᵀ: [width, block_cols], leading dimension width
+  for (index_t i0 = 0; i0 < m; i0 += block_cols) {
+    const index_t cols = std::min(block_cols, m - i0);
+    // β ≠ 0 starts from C's block, transposed, so that β applies as blocked_product applies it.
+    if (beta != 0.0f) transpose_matrix(c + i0, ldc, cols, n, ct, width);
+    for (index_t pc = 0; pc < k; pc += p.kc) {
+      const index_t kc = std::min(p.kc, k - pc);
+      const float beta_block = pc == 0 ? beta : 1.0f;
+      for (index_t jr = 0; jr < cols; jr += nr)
+        for (index_t ir = 0; ir < n; ir += mr) {
+          const index_t rows = std::min(mr, n - ir), tile_cols = std::min(nr, cols - jr);
+          const float* column = a + (i0 + jr) * lda + pc;
+          float* cp = ct + ir + jr * width;
+          const float* ap = panel(pc, ir);
+          const auto tile = [&]<int Vectors>() {
+            if (tile_cols > 8)
+              fp32_micro_kernel_b_in_place<Vectors, 12>(kc, ap, column, lda, alpha, beta_block, cp,
+                                                        width, rows, tile_cols);
+            else if (tile_cols > 4)
+              fp32_micro_kernel_b_in_place<Vectors, 8>(kc, ap, column, lda, alpha, beta_block, cp,
+                                                       width, rows, tile_cols);
+            else if (tile_cols > 2)
+              fp32_micro_kernel_b_in_place<Vectors, 4>(kc, ap, column, lda, alpha, beta_block, cp,
+                                                       width, rows, tile_cols);
+            else if (tile_cols > 1)
+              fp32_micro_kernel_b_in_place<Vectors, 2>(kc, ap, column, lda, alpha, beta_block, cp,
+                                                       width, rows, tile_cols);
+            else
+              fp32_micro_kernel_b_in_place<Vectors, 1>(kc, ap, column, lda, alpha, beta_block, cp,
+                                                       width, rows, tile_cols);
+          };
+          if (rows <= 16)
+            tile.template operator()<1>();
+          else
+            tile.template operator()<2>();
+        }
+    }
+    // C's rows [i0, i0 + cols) = the block's columns.
+    transpose_matrix(ct, width, n, cols, c + i0, ldc);
+  }
+  return true;
+}
+
 //! The fp32 kernel for blocked_product (simd.hpp). (Reading A in place when its rows are
 //! contiguous would skip packing it, but was slower: 82 against 126 GFLOP/s for
 //! [1024, 1024]·[1024, 64], whose A is then read with a 4 KiB stride.)
