@@ -118,8 +118,9 @@ def main(argv):
     sources = ours.get("gemm_ceiling_sources", {})
     print(f'fp32 GEMM ceiling (2048^3, GFLOP/s by threads, the faster of Eigen and dafuse): '
           f'{ceiling}; Eigen {sources.get("eigen")}, dafuse {sources.get("dafuse")}')
+    # "% near": of the ceiling measured right before and after the configuration (dense ones).
     print(f'{"config":<12} {"execution":<30} {"median ms":>10} {"GFLOP/s":>8} {"% ceil":>7} '
-          f'{"x eager":>8} {"mem/eager":>10}')
+          f'{"% near":>7} {"x eager":>8} {"mem/eager":>10}')
     for config in CONFIGS:
         eager = by_key(ours["results"], config, "eager fp32")
         for r in ours["results"]:
@@ -127,8 +128,10 @@ def main(argv):
                 continue
             speed = eager["median_us"] / r["median_us"] if eager else None
             mem = r["memory_bytes"] / eager["memory_bytes"] if eager and eager["memory_bytes"] else None
+            near = r.get("nearby_ceiling_fraction")
+            near = f'{100 * near:>6.1f}%' if near is not None else f'{"":>7}'
             print(f'{config:<12} {r["execution"]:<30} {r["median_us"] / 1000:>10.4f} '
-                  f'{r["gflops"]:>8.1f} {100 * r["ceiling_fraction"]:>6.1f}% '
+                  f'{r["gflops"]:>8.1f} {100 * r["ceiling_fraction"]:>6.1f}% {near} '
                   f'{fmt(speed, ">7.2f")}x {fmt(mem, ">9.2f")}x')
 
     ratios = []

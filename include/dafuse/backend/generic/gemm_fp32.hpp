@@ -18,6 +18,10 @@
 //!
 //! Sums run over k in order within a kc block, so a product's result depends only on its shape
 //! and operands: the same on 1 or 2 threads (threads split C, never k).
+//!
+//! One product shape skips packing its large operand: C = Aᵀ·B with A of 512 KiB or more and few
+//! columns of B (a dense layer's input gradient Wᵀ·δz) runs as Cᵀ = Bᵀ·A with A's columns
+//! broadcast in place (fp32_product_transposed_a_in_place), the same sums in the same order.
 #pragma once
 #include <dafuse/config.hpp>
 
