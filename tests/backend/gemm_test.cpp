@@ -526,6 +526,25 @@ TEST_CASE("an input-gradient product with a large A reads it in place and gives 
       check_product<float, op::transpose, op::none>(1000, 64, 1024, 1.0f, 0.0f, true, 1);
   CHECK(check_product<float, op::transpose, op::none>(1000, 64, 1024, 1.0f, 0.0f, true, 2) == one);
   check_product<float, op::transpose, op::none>(600, 70, 300, -0.75f, 0.5f, false, 2);
+  // A, B and C each ending against a page that faults when touched (AddressSanitizer does not
+  // check AVX-512's masked loads and stores): no lane past the last column of any of them is
+  // read or written. n = 17 and 70 leave partial 16-wide blocks in both transposes, m = 131 a
+  // partial column tile.
+  for (const index_t n : {17, 70}) {
+    const index_t m = 131, k = 1001;
+    dafuse::test::guarded_array<float> a(std::size_t(k * m)), b(std::size_t(k * n)),
+        c(std::size_t(m * n));
+    std::vector<float> expected(std::size_t(m * n));
+    for (index_t i = 0; i < k * m; ++i) a[std::size_t(i)] = float(i % 7) - 3.0f;
+    for (index_t i = 0; i < k * n; ++i) b[std::size_t(i)] = float(i % 5) - 2.0f;
+    for (index_t i = 0; i < m * n; ++i) c[std::size_t(i)] = expected[std::size_t(i)] = 0.5f;
+    detail::fp32_panels p = detail::make_fp32_panels(m, k, k);
+    REQUIRE(detail::fp32_product_transposed_a_in_place(p, m, n, k, 1.0f, a.data(), k, b.data(), k,
+                                                       0.5f, c.data(), m));
+    detail::blocked_product<detail::fp32_kernel, true, false>(
+        p, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.5f, expected.data(), m);
+    CHECK(std::equal(c.begin(), c.end(), expected.begin()));
+  }
   // Where it does not pay or fit, it declines and leaves C alone: an A under the threshold, and
   // more samples than one block of blocked_product's A holds.
   detail::fp32_panels p = detail::make_fp32_panels(1024, 256, 1024);
