@@ -99,15 +99,36 @@ void pack_fp32(float* out, index_t width, const float* x, index_t ld, index_t co
   }
 }
 
+//! B̃ as pack_fp32 writes it: k steps of nr columns, of which a tile uses the first Cols.
+struct packed_b {
+  const float* b;
+  float at(index_t p, int j) const { return b[p * fp32_nr + j]; }
+};
+
+//! B read in place: column j of the tile is b[j·ldb, j·ldb + k), one contiguous run per column
+//! (nv ≤ Cols of them; the columns past nv repeat column 0 into sums that are not stored).
+template <int Cols>
+struct b_in_place {
+  const float* column[Cols];
+  b_in_place(const float* b, index_t ldb, index_t nv) {
+    for (int j = 0; j < Cols; ++j) column[j] = b + (j < nv ? j : 0) * ldb;
+  }
+  float at(index_t p, int j) const { return column[j][p]; }
+};
+
 //! C[0:mv, 0:nv] = α·Ã·B̃ + β·C for one [16·Vectors, Cols] tile (β = 0: C is not read), nv ≤
-//! Cols ≤ nr. `a`: k steps of 16·Vectors rows; `b`: k steps of nr columns, as pack_fp32 writes
-//! them, of which the first Cols are used. Vectors = 2 is the main tile; Vectors = 1 serves a
-//! last panel of at most 16 rows. Cols < nr serves a last panel of fewer columns: a product with
-//! 1, 2 or 15 columns (moons' heads) would otherwise spend most of its multiply-adds on zeros.
-template <int Vectors, int Cols>
+//! Cols ≤ nr. `a`: k steps of 16·Vectors rows, as pack_fp32 writes them; `b.at(p, j)`: B̃'s value
+//! at step p of column j (packed_b, or b_in_place). Vectors = 2 is the main tile; Vectors = 1
+//! serves a last panel of at most 16 rows. Cols < nr serves a last panel of fewer columns: a
+//! product with 1, 2 or 15 columns (moons' heads) would otherwise spend most of its multiply-adds
+//! on zeros. The tile of C is asked for ahead of the sums (prefetch_tile_for_write); where C is a
+//! thread's own scratch in L2 (fp32_product_transposed_a_in_place) that still pays: office-head's
+//! [1024, 1024]ᵀ·[1024, 64] took 518-521 µs with, 599-605 µs without (the throwaway program of
+//! fp32_in_place_min_bytes).
+template <int Vectors, int Cols, class B>
 void fp32_micro_kernel(index_t k,
                        const float* a,
-                       const float* b,
+                       const B& b,
                        float alpha,
                        float beta,
                        float* c,
@@ -126,15 +147,39 @@ void fp32_micro_kernel(index_t k,
     __m512 av[Vectors];
 #pragma GCC unroll 2
     for (int v = 0; v < Vectors; ++v) av[v] = _mm512_load_ps(a + (p * Vectors + v) * 16);
-    const float* bp = b + p * fp32_nr;
 #pragma GCC unroll 16
     for (int j = 0; j < nr; ++j) {
-      const __m512 bj = _mm512_set1_ps(bp[j]);
+      const __m512 bj = _mm512_set1_ps(b.at(p, j));
 #pragma GCC unroll 2
       for (int v = 0; v < Vectors; ++v) acc[v][j] = _mm512_fmadd_ps(av[v], bj, acc[v][j]);
     }
   }
   store_tile<Vectors, nr>(acc, alpha, beta, c, ldc, mv, nv);
+}
+
+//! Runs `tile.template operator()<Vectors, Cols>()` with the fewest columns (12, 8, 4, 2 or 1)
+//! that hold `cols` ≤ nr.
+template <int Vectors, class Tile>
+void with_tile_columns(index_t cols, Tile&& tile) {
+  if (cols > 8)
+    tile.template operator()<Vectors, 12>();
+  else if (cols > 4)
+    tile.template operator()<Vectors, 8>();
+  else if (cols > 2)
+    tile.template operator()<Vectors, 4>();
+  else if (cols > 1)
+    tile.template operator()<Vectors, 2>();
+  else
+    tile.template operator()<Vectors, 1>();
+}
+
+//! The same for a tile of `rows` ≤ 32 rows: one vector of rows up to 16, else two.
+template <class Tile>
+void with_tile_shape(index_t rows, index_t cols, Tile&& tile) {
+  if (rows <= 16)
+    with_tile_columns<1>(cols, tile);
+  else
+    with_tile_columns<2>(cols, tile);
 }
 
 //! fp32_product_transposed_a_in_place reads A in place from this size on (bytes of the A it is
@@ -144,48 +189,6 @@ void fp32_micro_kernel(index_t k,
 //! office-head's (A of 2 MiB and 512 KiB) took 537 and 141 µs packed, 517 and 132 µs in place
 //! (a throwaway program alternating the two in one process, OMP_NUM_THREADS=2, medians).
 inline constexpr double fp32_in_place_min_bytes = 512.0 * 1024;
-
-//! fp32_micro_kernel for a B read in place rather than packed: column j of the tile's B is
-//! b[j·ldb, j·ldb + k), one contiguous run per column (nv ≤ Cols of them; the columns past nv
-//! repeat column 0 into sums that are not stored). The same multiply-adds in the same order as
-//! the packed kernel, so the same bits. C here is a thread's own scratch block, which is in L2;
-//! asking for its tile ahead still pays (office-head's [1024, 1024]ᵀ·[1024, 64]: 518-521 µs with,
-//! 599-605 µs without; the same throwaway program as for fp32_in_place_min_bytes).
-template <int Vectors, int Cols>
-void fp32_micro_kernel_b_in_place(index_t k,
-                                  const float* a,
-                                  const float* b,
-                                  index_t ldb,
-                                  float alpha,
-                                  float beta,
-                                  float* c,
-                                  index_t ldc,
-                                  index_t mv,
-                                  index_t nv) {
-  static_assert(Cols >= 1 && Cols <= int(fp32_nr));
-  constexpr int nr = Cols;
-  __m512 acc[Vectors][nr];
-  const float* column[nr];
-#pragma GCC unroll 16
-  for (int j = 0; j < nr; ++j) {
-    column[j] = b + (j < nv ? j : 0) * ldb;
-#pragma GCC unroll 2
-    for (int v = 0; v < Vectors; ++v) acc[v][j] = _mm512_setzero_ps();
-  }
-  prefetch_tile_for_write<Vectors, nr>(c, ldc, nv);
-  for (index_t p = 0; p < k; ++p) {
-    __m512 av[Vectors];
-#pragma GCC unroll 2
-    for (int v = 0; v < Vectors; ++v) av[v] = _mm512_load_ps(a + (p * Vectors + v) * 16);
-#pragma GCC unroll 16
-    for (int j = 0; j < nr; ++j) {
-      const __m512 bj = _mm512_set1_ps(column[j][p]);
-#pragma GCC unroll 2
-      for (int v = 0; v < Vectors; ++v) acc[v][j] = _mm512_fmadd_ps(av[v], bj, acc[v][j]);
-    }
-  }
-  store_tile<Vectors, nr>(acc, alpha, beta, c, ldc, mv, nv);
-}
 
 //! C[m, n] = α·Aᵀ·B + β·C (A is [k, m], B is [k, n], all column-major) on one thread, reading A in
 //! place: computed as its transpose Cᵀ = Bᵀ·A with B packed whole as the kernel's A operand and
@@ -250,28 +253,11 @@ inline bool fp32_product_transposed_a_in_place(fp32_panels& p,
           const index_t rows = std::min(mr, n - ir), tile_cols = std::min(nr, cols - jr);
           const float* column = a + (i0 + jr) * lda + pc;
           float* cp = ct + ir + jr * width;
-          const float* ap = panel(pc, ir);
-          const auto tile = [&]<int Vectors>() {
-            if (tile_cols > 8)
-              fp32_micro_kernel_b_in_place<Vectors, 12>(kc, ap, column, lda, alpha, beta_block, cp,
-                                                        width, rows, tile_cols);
-            else if (tile_cols > 4)
-              fp32_micro_kernel_b_in_place<Vectors, 8>(kc, ap, column, lda, alpha, beta_block, cp,
-                                                       width, rows, tile_cols);
-            else if (tile_cols > 2)
-              fp32_micro_kernel_b_in_place<Vectors, 4>(kc, ap, column, lda, alpha, beta_block, cp,
-                                                       width, rows, tile_cols);
-            else if (tile_cols > 1)
-              fp32_micro_kernel_b_in_place<Vectors, 2>(kc, ap, column, lda, alpha, beta_block, cp,
-                                                       width, rows, tile_cols);
-            else
-              fp32_micro_kernel_b_in_place<Vectors, 1>(kc, ap, column, lda, alpha, beta_block, cp,
-                                                       width, rows, tile_cols);
-          };
-          if (rows <= 16)
-            tile.template operator()<1>();
-          else
-            tile.template operator()<2>();
+          with_tile_shape(rows, tile_cols, [&]<int Vectors, int Cols>() {
+            fp32_micro_kernel<Vectors, Cols>(kc, panel(pc, ir),
+                                             b_in_place<Cols>(column, lda, tile_cols), alpha,
+                                             beta_block, cp, width, rows, tile_cols);
+          });
         }
     }
     // C's rows [i0, i0 + cols) = the block's columns.
@@ -292,7 +278,7 @@ struct fp32_kernel {
       float* out, index_t width, const float* x, index_t ld, index_t count, index_t k) {
     pack_fp32<!KContiguous>(out, width, x, ld, count, k);
   }
-  //! fp32_micro_kernel with the fewest columns (12, 8, 4, 2 or 1) that hold `cols`.
+  //! fp32_micro_kernel on packed B with the fewest columns (12, 8, 4, 2 or 1) that hold `cols`.
   template <int Vectors>
   static void tile(index_t k,
                    const float* a,
@@ -303,16 +289,9 @@ struct fp32_kernel {
                    index_t ldc,
                    index_t rows,
                    index_t cols) {
-    if (cols > 8)
-      fp32_micro_kernel<Vectors, 12>(k, a, b, alpha, beta, c, ldc, rows, cols);
-    else if (cols > 4)
-      fp32_micro_kernel<Vectors, 8>(k, a, b, alpha, beta, c, ldc, rows, cols);
-    else if (cols > 2)
-      fp32_micro_kernel<Vectors, 4>(k, a, b, alpha, beta, c, ldc, rows, cols);
-    else if (cols > 1)
-      fp32_micro_kernel<Vectors, 2>(k, a, b, alpha, beta, c, ldc, rows, cols);
-    else
-      fp32_micro_kernel<Vectors, 1>(k, a, b, alpha, beta, c, ldc, rows, cols);
+    with_tile_columns<Vectors>(cols, [&]<int V, int Cols>() {
+      fp32_micro_kernel<V, Cols>(k, a, packed_b{b}, alpha, beta, c, ldc, rows, cols);
+    });
   }
 };
 
