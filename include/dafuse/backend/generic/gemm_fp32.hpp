@@ -122,9 +122,9 @@ struct b_in_place {
 //! serves a last panel of at most 16 rows. Cols < nr serves a last panel of fewer columns: a
 //! product with 1, 2 or 15 columns (moons' heads) would otherwise spend most of its multiply-adds
 //! on zeros. The tile of C is asked for ahead of the sums (prefetch_tile_for_write); where C is a
-//! thread's own scratch in L2 (fp32_product_transposed_a_in_place) that still pays: office-head's
-//! [1024, 1024]ᵀ·[1024, 64] took 518-521 µs with, 599-605 µs without (the throwaway program of
-//! fp32_in_place_min_bytes).
+//! thread's own scratch in L2 (fp32_product_transposed_a_in_place) that still pays: without it
+//! office-head's [1024, 1024]ᵀ·[1024, 64] took 599-605 µs in place against 567 µs packed (the
+//! throwaway program of fp32_in_place_min_bytes; with it, 518-521 against 531-533 µs).
 template <int Vectors, int Cols, class B>
 void fp32_micro_kernel(index_t k,
                        const float* a,
@@ -184,10 +184,11 @@ void with_tile_shape(index_t rows, index_t cols, Tile&& tile) {
 
 //! fp32_product_transposed_a_in_place reads A in place from this size on (bytes of the A it is
 //! given): half the L2 of this project's Zen 5 cores (1 MiB). A smaller A is packed from L2,
-//! which costs less than the in-place product's transposes of B and of C's blocks: digits-mlp's
-//! input gradients (A of 128 KiB per thread) took 55 and 66 µs packed, 66 and 76 µs in place, where
-//! office-head's (A of 2 MiB and 512 KiB) took 537 and 141 µs packed, 517 and 132 µs in place
-//! (a throwaway program alternating the two in one process, OMP_NUM_THREADS=2, medians).
+//! which costs about what the in-place product's transposes of B and of C's blocks do:
+//! digits-mlp's input gradients (A of 128 KiB per thread) took 55 and 67 µs packed, 59 and 67 µs
+//! in place, where office-head's (A of 2 MiB and 512 KiB) took 531-533 and 132 µs packed, 518-521
+//! and 126 µs in place (a throwaway program alternating the two in one process every 45 steps,
+//! OMP_NUM_THREADS=2, medians; docs/benchmarks.md, "Input gradients read W in place").
 inline constexpr double fp32_in_place_min_bytes = 512.0 * 1024;
 
 //! C[m, n] = α·Aᵀ·B + β·C (A is [k, m], B is [k, n], all column-major) on one thread, reading A in
