@@ -553,6 +553,9 @@ TEST_CASE("an input-gradient product with a large A reads it in place and gives 
                                                          b.data(), 1024, 0.0f, c.data(), 100));
   CHECK_FALSE(detail::fp32_product_transposed_a_in_place(p, 1024, 193, 1024, 1.0f, a.data(), 1024,
                                                          b.data(), 1024, 0.0f, c.data(), 1024));
+  // An empty side: nothing to do here (gemm returns before), so it declines too.
+  CHECK_FALSE(detail::fp32_product_transposed_a_in_place(p, 1024, 0, 1024, 1.0f, a.data(), 1024,
+                                                         b.data(), 1024, 0.0f, c.data(), 1024));
   CHECK(std::all_of(c.begin(), c.end(), [](float v) { return v == 7.0f; }));
 }
 #endif

@@ -222,6 +222,7 @@ inline bool fp32_product_transposed_a_in_place(fp32_panels& p,
                                                float* c,
                                                index_t ldc) {
   constexpr index_t mr = fp32_mr, nr = fp32_nr;
+  if (m <= 0 || n <= 0 || k <= 0) return false;
   // Bᵀ's rows (the samples) in panels of mr, the last one 16 wide when it holds no more than 16,
   // as blocked_product lays out A's.
   const index_t last_panel = n % mr == 0 ? mr : (n % mr <= 16 ? 16 : mr);
