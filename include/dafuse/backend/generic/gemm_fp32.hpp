@@ -84,13 +84,8 @@ void pack_fp32(float* out, index_t width, const float* x, index_t ld, index_t co
     for (index_t s = 0; s < width; s += 16) {
       const __mmask16 store = first_lanes(width - s);
       for (index_t p0 = 0; p0 < k; p0 += 16) {
-        const __mmask16 load = first_lanes(k - p0);
         __m512i r[16];
-        for (int i = 0; i < 16; ++i)
-          r[i] = s + i < count
-                     ? _mm512_castps_si512(_mm512_maskz_loadu_ps(load, x + (s + i) * ld + p0))
-                     : _mm512_setzero_si512();
-        transpose_16x16(r);
+        load_transposed_16x16(x + s * ld + p0, ld, k - p0, count - s, r);
         const index_t valid = std::min<index_t>(16, k - p0);
         for (index_t p = 0; p < valid; ++p)
           _mm512_mask_storeu_epi32(out + (p0 + p) * width + s, store, r[p]);

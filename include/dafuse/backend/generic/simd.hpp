@@ -143,6 +143,18 @@ inline void transpose_16x16(__m512i r[16]) {
   }
 }
 
+//! Loads the [rows, cols] block (each at most 16; either may be 0 or less) of a column-major
+//! matrix at `block` (leading dimension ld) transposed into r: word j of r[i] is block(i, j),
+//! zeros outside the block. What pack_fp32 and transpose_matrix share.
+inline void load_transposed_16x16(
+    const float* block, index_t ld, index_t rows, index_t cols, __m512i r[16]) {
+  const __mmask16 load = first_lanes(rows);
+  for (index_t j = 0; j < 16; ++j)
+    r[j] = j < cols ? _mm512_castps_si512(_mm512_maskz_loadu_ps(load, block + j * ld))
+                    : _mm512_setzero_si512();
+  transpose_16x16(r);
+}
+
 //! dst(j, i) = src(i, j) for a column-major src [rows, cols] (leading dimension lds) and dst
 //! [cols, rows] (ldd), in 16×16 blocks through registers (masked at the edges), a block row of
 //! src at a time so that each of dst's 16 columns is written along its length. For [64, 512] into
@@ -153,16 +165,10 @@ inline void transpose_matrix(
     const float* src, index_t lds, index_t rows, index_t cols, float* dst, index_t ldd) {
   for (index_t i0 = 0; i0 < rows; i0 += 16)
     for (index_t j0 = 0; j0 < cols; j0 += 16) {
-      const __mmask16 load = first_lanes(rows - i0), store = first_lanes(cols - j0);
-      const index_t in_cols = std::min<index_t>(16, cols - j0),
-                    in_rows = std::min<index_t>(16, rows - i0);
       __m512i r[16];
-      for (index_t jj = 0; jj < 16; ++jj)
-        r[jj] = jj < in_cols
-                    ? _mm512_castps_si512(_mm512_maskz_loadu_ps(load, src + i0 + (j0 + jj) * lds))
-                    : _mm512_setzero_si512();
-      transpose_16x16(r);
-      for (index_t i = 0; i < in_rows; ++i)
+      load_transposed_16x16(src + i0 + j0 * lds, lds, rows - i0, cols - j0, r);
+      const __mmask16 store = first_lanes(cols - j0);
+      for (index_t i = 0; i < std::min<index_t>(16, rows - i0); ++i)
         _mm512_mask_storeu_epi32(dst + j0 + (i0 + i) * ldd, store, r[i]);
     }
 }
