@@ -3,8 +3,17 @@
 (bench/pytorch/dann_bench.py --json), print the side-by-side tables with ratios, and write every
 figure to one JSON file and the speed-ups to an SVG bar chart.
 
-Usage: bench/compare.py DAFUSE.json [TORCH.json] [--json OUT] [--svg OUT]
-Only the standard library: it runs wherever python3 does, with or without torch.
+Usage: bench/compare.py RESULT.json [RESULT.json ...] [--json OUT] [--svg OUT]
+
+Each RESULT.json is one run of either side (told apart by its content), holding some of the
+configurations. The runs of a configuration on one side are its rounds, in the order given:
+scripts/bench runs each configuration on both sides, one after the other, once per round, so
+that round r of dafuse and round r of PyTorch ran in the same minute. The host's speed drifts by
+a quarter over minutes; a ratio of two medians taken minutes apart measures that drift as much
+as the code. So each round gives its own ratios (PyTorch's median over dafuse's, the fused step's
+over the eager one's, the step's GFLOP/s over the ceiling measured next to it), and the tables
+print the median of the rounds' ratios with their range. Times are the medians of the rounds'
+medians. Only the standard library: it runs wherever python3 does, with or without torch.
 """
 import json
 import math
@@ -67,7 +76,7 @@ def svg_bars(rows, path):
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="15" font-weight="bold">'
-        "dafuse speed-up over PyTorch (same configuration, one run; log scale)</text>",
+        "dafuse speed-up over PyTorch (same configuration, median of the rounds; log scale)</text>",
     ]
     decade = 10 ** math.floor(lo)
     while decade <= 10 ** hi:
@@ -93,74 +102,193 @@ def svg_bars(rows, path):
         f.write("\n".join(out) + "\n")
 
 
+def median(values):
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def spread(values, spec=".2f"):
+    """'min-max' of the rounds' values (empty for one round)."""
+    values = [v for v in values if v is not None]
+    if len(values) < 2:
+        return ""
+    return f"{format(min(values), spec)}-{format(max(values), spec)}"
+
+
+def classify(paths):
+    """(dafuse runs, PyTorch runs, note why PyTorch is missing) from the result files."""
+    ours, torch, skipped = [], [], None
+    for path in paths:
+        run = load(path)
+        if "gemm_ceiling_gflops" in run:
+            ours.append(run)
+        elif run.get("skipped"):
+            skipped = run["skipped"]
+        elif "results" in run:
+            torch.append(run)
+        else:
+            raise SystemExit(f"compare.py: {path}: neither side's results (expected "
+                             "'gemm_ceiling_gflops' from dann_bench or 'results' from "
+                             "bench/pytorch/dann_bench.py)")
+    if not ours:
+        raise SystemExit("compare.py: no dafuse results among the files (build/bench/dann_bench "
+                         "--json writes them)")
+    return ours, torch, skipped
+
+
+def rounds_of(runs, config, execution):
+    """The results of (config, execution) in each run that holds the configuration, in order."""
+    found = []
+    for run in runs:
+        if any(r.get("config") == config for r in run.get("results", [])):
+            found.append(by_key(run["results"], config, execution))
+    return found
+
+
+def executions(runs, config):
+    """The executions of a configuration, in the order the runs list them."""
+    seen = []
+    for run in runs:
+        for r in run.get("results", []):
+            if r.get("config") == config and r["execution"] not in seen:
+                seen.append(r["execution"])
+    return seen
+
+
+def ratio(numerator, denominator):
+    return numerator / denominator if numerator and denominator else None
+
+
+def merge_ours(ours):
+    """One row per (config, execution): medians of the rounds, and the rounds' own ratios."""
+    rows = []
+    for config in CONFIGS:
+        for execution in executions(ours, config):
+            rounds = rounds_of(ours, config, execution)
+            eager = rounds_of(ours, config, "eager fp32")
+            present = [r for r in rounds if r is not None]
+            rows.append({
+                "config": config, "execution": execution, "rounds": len(present),
+                "median_us": median(r["median_us"] for r in present),
+                "round_median_us": [r["median_us"] if r else None for r in rounds],
+                "gflops": median(r["gflops"] for r in present),
+                "ceiling_fraction": median(r["ceiling_fraction"] for r in present),
+                "round_ceiling_fraction": [r["ceiling_fraction"] if r else None for r in rounds],
+                "nearby_ceiling_fraction": median(r.get("nearby_ceiling_fraction")
+                                                  for r in present),
+                "round_nearby_ceiling_fraction": [r.get("nearby_ceiling_fraction") if r else None
+                                                  for r in rounds],
+                "speedup_over_eager": median(ratio(e and e["median_us"], r and r["median_us"])
+                                             for e, r in zip(eager, rounds)),
+                "round_speedup_over_eager": [ratio(e and e["median_us"], r and r["median_us"])
+                                             for e, r in zip(eager, rounds)],
+                "memory_bytes": present[0]["memory_bytes"] if present else None,
+                "memory_over_eager": ratio(present[0]["memory_bytes"] if present else None,
+                                           next((e["memory_bytes"] for e in eager if e), None)),
+            })
+    return rows
+
+
+def print_ours(ours, rows):
+    print("\n== dafuse: fused vs its own eager execution ==")
+    # Each run measures the ceiling first: the faster of Eigen's and dafuse's 2048^3 product.
+    print("fp32 GEMM ceiling (2048^3, the faster of Eigen and dafuse; GFLOP/s on 1 thread / on "
+          "the run's threads), measured as each run started:")
+    for config in CONFIGS:
+        runs = [run for run in ours if any(r.get("config") == config for r in run["results"])]
+        if runs:
+            print(f'  {config:<12} ' + ", ".join(
+                " / ".join(fmt(v, ".1f") for v in run["gemm_ceiling_gflops"].values())
+                for run in runs))
+    # "% ceil": of the ceiling its run measured first; "% near": of the one measured right before
+    # and after the configuration (dense ones). Both, and "x eager", are medians of the rounds'.
+    print(f'{"config":<12} {"execution":<30} {"median ms":>10} {"GFLOP/s":>8} {"% ceil":>7} '
+          f'{"% near":>7} {"x eager":>8} {"mem/eager":>10}  rounds: % near, x eager')
+    for r in rows:
+        near = r["nearby_ceiling_fraction"]
+        near = f'{100 * near:>6.1f}%' if near is not None else f'{"":>7}'
+        near_range = spread([100 * v for v in r["round_nearby_ceiling_fraction"] if v is not None],
+                            ".1f")
+        print(f'{r["config"]:<12} {r["execution"]:<30} {fmt(r["median_us"] / 1000, ">10.4f")} '
+              f'{fmt(r["gflops"], ">8.1f")} {100 * r["ceiling_fraction"]:>6.1f}% {near} '
+              f'{fmt(r["speedup_over_eager"], ">7.2f")}x {fmt(r["memory_over_eager"], ">9.2f")}x'
+              f'  {near_range + "%" if near_range else ""} '
+              f'{spread(r["round_speedup_over_eager"])}')
+
+
+def pytorch_ratios(ours, torch):
+    """For each pair of executions: PyTorch's median over dafuse's in each round, and the
+    median of those."""
+    ratios = []
+    for config in CONFIGS:
+        for torch_exec, our_exec, label in PAIRS:
+            t = [median_ms(r) for r in rounds_of(torch, config, torch_exec)]
+            o = [median_ms(r) for r in rounds_of(ours, config, our_exec)]
+            if not any(t) and not any(o):
+                continue
+            per_round = [ratio(a, b) for a, b in zip(t, o)]
+            ratios.append({"config": config, "pytorch_execution": torch_exec,
+                           "dafuse_execution": our_exec, "label": label,
+                           "pytorch_median_ms": median(t), "dafuse_median_ms": median(o),
+                           "speedup": median(per_round),
+                           "round_pytorch_median_ms": t, "round_dafuse_median_ms": o,
+                           "round_speedup": per_round})
+    return ratios
+
+
+def print_pytorch(torch, ratios):
+    env = torch[0].get("environment", {})
+    print("\n== side by side with PyTorch (same machine; each round runs a configuration on "
+          "both sides, one after the other) ==")
+    print(f'PyTorch {env.get("torch_version", "?")}, BLAS {env.get("blas_library", "?")}, '
+          f'core {env.get("openblas_corename", "?")}, threads {env.get("threads", "?")}, '
+          f'2048^3 GEMM {", ".join(fmt(run.get("gemm_2048_gflops"), ".1f") for run in torch)} '
+          f'GFLOP/s')
+    print(f'{"config":<12} {"comparison":<46} {"PyTorch ms":>11} {"dafuse ms":>10} '
+          f'{"speed-up":>9}  rounds')
+    for r in ratios:
+        print(f'{r["config"]:<12} {r["label"]:<46} {fmt(r["pytorch_median_ms"], ">11.4f")} '
+              f'{fmt(r["dafuse_median_ms"], ">10.4f")} {fmt(r["speedup"], ">8.1f")}x  '
+              f'{spread(r["round_speedup"])}')
+
+
 def main(argv):
-    args, out_json, out_svg = [], None, None
+    paths, out_json, out_svg = [], None, None
     i = 0
     while i < len(argv):
-        if argv[i] == "--json":
-            out_json = argv[i + 1]
-            i += 2
-        elif argv[i] == "--svg":
-            out_svg = argv[i + 1]
+        if argv[i] in ("--json", "--svg"):
+            if i + 1 >= len(argv):
+                raise SystemExit(f"compare.py: {argv[i]} needs a file name")
+            if argv[i] == "--json":
+                out_json = argv[i + 1]
+            else:
+                out_svg = argv[i + 1]
             i += 2
         else:
-            args.append(argv[i])
+            paths.append(argv[i])
             i += 1
-    if not args:
+    if not paths:
         print(__doc__)
         return 2
-    ours = load(args[0])
-    torch = load(args[1]) if len(args) > 1 else None
-    torch_results = torch.get("results", []) if torch else []
-
-    ceiling = ours["gemm_ceiling_gflops"]
-    print("\n== dafuse: fused vs its own eager execution ==")
-    sources = ours.get("gemm_ceiling_sources", {})
-    print(f'fp32 GEMM ceiling (2048^3, GFLOP/s by threads, the faster of Eigen and dafuse): '
-          f'{ceiling}; Eigen {sources.get("eigen")}, dafuse {sources.get("dafuse")}')
-    # "% near": of the ceiling measured right before and after the configuration (dense ones).
-    print(f'{"config":<12} {"execution":<30} {"median ms":>10} {"GFLOP/s":>8} {"% ceil":>7} '
-          f'{"% near":>7} {"x eager":>8} {"mem/eager":>10}')
-    for config in CONFIGS:
-        eager = by_key(ours["results"], config, "eager fp32")
-        for r in ours["results"]:
-            if r["config"] != config:
-                continue
-            speed = eager["median_us"] / r["median_us"] if eager else None
-            mem = r["memory_bytes"] / eager["memory_bytes"] if eager and eager["memory_bytes"] else None
-            near = r.get("nearby_ceiling_fraction")
-            near = f'{100 * near:>6.1f}%' if near is not None else f'{"":>7}'
-            print(f'{config:<12} {r["execution"]:<30} {r["median_us"] / 1000:>10.4f} '
-                  f'{r["gflops"]:>8.1f} {100 * r["ceiling_fraction"]:>6.1f}% {near} '
-                  f'{fmt(speed, ">7.2f")}x {fmt(mem, ">9.2f")}x')
-
+    ours, torch, skipped = classify(paths)
+    rows = merge_ours(ours)
+    print_ours(ours, rows)
     ratios = []
-    if torch is None:
-        print("\n(no PyTorch results: run scripts/bench --vs-pytorch with python3-torch installed)")
-    elif torch.get("skipped"):
-        print(f'\n(PyTorch part skipped: {torch["skipped"]})')
+    if torch:
+        ratios = pytorch_ratios(ours, torch)
+        print_pytorch(torch, ratios)
+    elif skipped:
+        print(f"\n(PyTorch part skipped: {skipped})")
     else:
-        env = torch.get("environment", {})
-        print("\n== side by side with PyTorch (same machine, same run) ==")
-        print(f'PyTorch {env.get("torch_version", "?")}, BLAS {env.get("blas_library", "?")}, '
-              f'core {env.get("openblas_corename", "?")}, threads {env.get("threads", "?")}, '
-              f'2048^3 GEMM {fmt(torch.get("gemm_2048_gflops"), ".1f")} GFLOP/s')
-        print(f'{"config":<12} {"comparison":<46} {"PyTorch ms":>11} {"dafuse ms":>10} {"speed-up":>9}')
-        for config in CONFIGS:
-            for torch_exec, our_exec, label in PAIRS:
-                t = median_ms(by_key(torch_results, config, torch_exec))
-                o = median_ms(by_key(ours["results"], config, our_exec))
-                speed = t / o if t and o else None
-                if t is None and o is None:
-                    continue
-                ratios.append({"config": config, "pytorch_execution": torch_exec,
-                               "dafuse_execution": our_exec, "label": label,
-                               "pytorch_median_ms": t, "dafuse_median_ms": o, "speedup": speed})
-                print(f'{config:<12} {label:<46} {fmt(t, ">11.4f")} {fmt(o, ">10.4f")} '
-                      f'{fmt(speed, ">8.1f")}x')
+        print("\n(no PyTorch results: run scripts/bench --vs-pytorch with python3-torch installed)")
     if out_json:
         with open(out_json, "w") as f:
-            json.dump({"dafuse": ours, "pytorch": torch, "ratios": ratios}, f, indent=1)
+            json.dump({"dafuse": {"merged": rows, "runs": ours},
+                       "pytorch": {"runs": torch} if torch else {"skipped": skipped},
+                       "ratios": ratios}, f, indent=1)
     if out_svg and ratios:
         svg_bars([r for r in ratios if r["pytorch_execution"] in ("eager", "bf16")], out_svg)
     return 0

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""bench/compare.py: rounds are paired by order, ratios are taken within a round, and the tables
+print the median of the rounds' ratios. Only the standard library (unittest)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+COMPARE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
+                       "compare.py")
+
+
+def ours(config, fused_us, eager_us, ceiling=400.0, nearby=None):
+    """A dann_bench --json run holding one configuration."""
+    def row(execution, us):
+        gflops = 640.0 / us * 1e3 / 1e3  # 640 MFLOP per step
+        r = {"config": config, "execution": execution, "median_us": us, "gflops": gflops,
+             "ceiling_fraction": gflops / ceiling, "memory_bytes": 1000 if "eager" in execution
+             else 900}
+        if nearby:
+            r["nearby_ceiling_fraction"] = gflops / nearby
+        return r
+    return {"threads": 2, "gemm_ceiling_gflops": {"1": ceiling / 2, "2": ceiling},
+            "gemm_ceiling_sources": {}, "results": [row("eager fp32", eager_us),
+                                                    row("fused fp32", fused_us)]}
+
+
+def torch(config, eager_ms):
+    return {"environment": {"threads": 2}, "gemm_2048_gflops": 330.0,
+            "results": [{"config": config, "execution": "eager", "median_ms": eager_ms}]}
+
+
+class CompareTest(unittest.TestCase):
+    def run_compare(self, runs, extra=()):
+        with tempfile.TemporaryDirectory() as d:
+            paths = []
+            for i, run in enumerate(runs):
+                paths.append(os.path.join(d, f"{i}.json"))
+                with open(paths[-1], "w") as f:
+                    json.dump(run, f)
+            out = os.path.join(d, "out.json")
+            p = subprocess.run([sys.executable, COMPARE, *paths, "--json", out, *extra],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                return p, None
+            with open(out) as f:
+                return p, json.load(f)
+
+    def test_ratios_are_taken_within_each_round(self):
+        # Round 2 ran in a slow minute on both sides: 1.5x slower each. The ratio of the
+        # medians across rounds would mix minutes; each round's own ratio is 2.0, 2.0, 2.5.
+        runs = [ours("office-head", 2000, 4000), torch("office-head", 4.0),
+                ours("office-head", 3000, 6000), torch("office-head", 6.0),
+                ours("office-head", 2000, 4000), torch("office-head", 5.0)]
+        p, result = self.run_compare(runs)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        eager = [r for r in result["ratios"] if r["pytorch_execution"] == "eager"][0]
+        self.assertEqual(eager["round_speedup"], [2.0, 2.0, 2.5])
+        self.assertEqual(eager["speedup"], 2.0)
+        self.assertEqual(eager["dafuse_median_ms"], 2.0)
+        self.assertEqual(eager["pytorch_median_ms"], 5.0)
+        self.assertIn("2.00-2.50", p.stdout)
+
+    def test_dafuse_rows_take_the_medians_of_their_rounds(self):
+        runs = [ours("digits-mlp", 700, 1400, nearby=380.0), ours("digits-mlp", 800, 1400,
+                                                                  nearby=400.0),
+                ours("digits-mlp", 760, 1900, nearby=390.0)]
+        p, result = self.run_compare(runs)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        fused = [r for r in result["dafuse"]["merged"] if r["execution"] == "fused fp32"][0]
+        self.assertEqual(fused["rounds"], 3)
+        self.assertEqual(fused["round_median_us"], [700, 800, 760])
+        self.assertEqual(fused["median_us"], 760)
+        self.assertEqual(fused["round_speedup_over_eager"], [2.0, 1.75, 2.5])
+        self.assertEqual(fused["speedup_over_eager"], 2.0)
+        self.assertAlmostEqual(fused["memory_over_eager"], 0.9)
+        # % near: each round's GFLOP/s over its own nearby ceiling, then the median.
+        nearby = sorted(640.0 / us / near for us, near in ((700, 380.0), (800, 400.0),
+                                                           (760, 390.0)))
+        self.assertAlmostEqual(fused["nearby_ceiling_fraction"], nearby[1])
+
+    def test_configurations_pair_by_their_own_rounds(self):
+        # Files holding other configurations in between do not shift a configuration's rounds.
+        runs = [ours("moons", 10, 100), torch("moons", 1.0), ours("office-head", 2000, 4000),
+                torch("office-head", 4.2), ours("moons", 20, 100), torch("moons", 1.0)]
+        p, result = self.run_compare(runs)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        by_config = {r["config"]: r for r in result["ratios"]
+                     if r["pytorch_execution"] == "eager"}
+        self.assertEqual(by_config["moons"]["round_speedup"], [100.0, 50.0])
+        self.assertEqual(by_config["moons"]["speedup"], 75.0)
+        self.assertEqual(by_config["office-head"]["round_speedup"], [2.1])
+
+    def test_a_round_missing_on_one_side_has_no_ratio(self):
+        runs = [ours("office-head", 2000, 4000), torch("office-head", 4.0),
+                ours("office-head", 2500, 4000)]
+        p, result = self.run_compare(runs)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        eager = [r for r in result["ratios"] if r["pytorch_execution"] == "eager"][0]
+        self.assertEqual(eager["round_speedup"], [2.0])
+        self.assertEqual(eager["round_dafuse_median_ms"], [2.0, 2.5])
+
+    def test_skipped_pytorch_is_reported(self):
+        p, result = self.run_compare([ours("moons", 10, 100), {"skipped": "torch not installed"}])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("PyTorch part skipped: torch not installed", p.stdout)
+        self.assertEqual(result["ratios"], [])
+        self.assertEqual(result["pytorch"], {"skipped": "torch not installed"})
+
+    def test_a_file_of_neither_side_is_named(self):
+        p, _ = self.run_compare([ours("moons", 10, 100), {"something": 1}])
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("1.json", p.stderr)
+        self.assertIn("neither side's results", p.stderr)
+
+    def test_no_dafuse_results_is_an_error(self):
+        p, _ = self.run_compare([torch("moons", 1.0)])
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("no dafuse results", p.stderr)
+
+    def test_an_option_without_its_file_is_an_error(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "a.json")
+            with open(path, "w") as f:
+                json.dump(ours("moons", 10, 100), f)
+            p = subprocess.run([sys.executable, COMPARE, path, "--svg"], capture_output=True,
+                               text=True)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--svg needs a file name", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
