@@ -10,6 +10,7 @@
 #include <dafuse/core/rng.hpp>
 
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -159,6 +160,43 @@ TEST_CASE("gemm_bf16 rounds its operands to bf16 and accumulates in fp32") {
   generic::bf16_gemm_workspace ws(1, 1, k);
   generic::gemm_bf16<op::none, op::none>(ws, 1, 1, k, 1.0f, a.data(), 1, b.data(), k, 0.0f, &c, 1);
   CHECK(c == float(k - 1) + 0x1p-9f);
+}
+
+//! A finisher that sums the squares of its block and says so, counting its calls.
+struct squares_probe {
+  static constexpr bool sums_squares = true;
+  std::atomic<int>* calls;
+  double operator()(float* blk, index_t rows, index_t cols, index_t ld) const {
+    ++*calls;
+    double sum = 0;
+    for (index_t j = 0; j < cols; ++j)
+      for (index_t i = 0; i < rows; ++i) sum += double(blk[i + j * ld]) * blk[i + j * ld];
+    return sum;
+  }
+};
+
+TEST_CASE("gemm_bf16 adds the squares for a finisher that sums them as the kernel stores C") {
+  // gemm.hpp's squares_finisher: the bf16 kernel sums the squares of C's final values (two blocks
+  // of terms here) from its registers, and the finisher is not called; the portable path calls it.
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    const index_t m = 301, n = 250, k = 700;
+    const matrix a(m, k, 3, 41), b(k, n, 5, 43);
+    matrix c(m, n, 2, 47);
+    generic::bf16_gemm_workspace ws(m, n, k, threads);
+    std::atomic<int> calls{0};
+    const double returned = generic::gemm_bf16<op::none, op::none>(
+        ws, m, n, k, 0.5f, a.v.data(), a.ld, b.v.data(), b.ld, 0.25f, c.v.data(), c.ld,
+        squares_probe{&calls});
+    double expected = 0;
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = 0; i < m; ++i) expected += double(c.at(i, j)) * c.at(i, j);
+    CHECK(returned == doctest::Approx(expected).epsilon(1e-5));
+    if (generic::bf16_products_native)
+      CHECK(calls.load() == 0);
+    else
+      CHECK(calls.load() > 0);
+  }
 }
 
 TEST_CASE("gemm_bf16 with k = 0 scales C by beta") {

@@ -296,6 +296,83 @@ TEST_CASE("gemm hands each finished block of C to the finisher once and returns 
   }
 }
 
+//! A finisher that returns the sum of the squares of its block and says so (gemm.hpp's
+//! squares_finisher), counting its calls: gemm may take the sum from the kernel's registers
+//! instead of calling it.
+struct squares_probe {
+  static constexpr bool sums_squares = true;
+  std::atomic<int>* calls;
+  template <class T>
+  double operator()(T* blk, index_t rows, index_t cols, index_t ld) const {
+    ++*calls;
+    double sum = 0;
+    for (index_t j = 0; j < cols; ++j)
+      for (index_t i = 0; i < rows; ++i) sum += double(blk[i + j * ld]) * double(blk[i + j * ld]);
+    return sum;
+  }
+};
+
+//! Runs C = 0.75·op(A)·op(B) + β·C (C's leading dimension m + 3; NaN in C when β = 0) with
+//! squares_probe and checks that gemm returns Σ c² over the C it wrote, to float rounding, and
+//! that the blocked AVX-512 kernel summed the squares itself (`kernel_sums`, when compiled in)
+//! or the finisher was called (every other path).
+template <class T, op OpA, op OpB>
+void check_squares(index_t m,
+                   index_t n,
+                   index_t k,
+                   int threads,
+                   T beta,
+                   bool kernel_sums,
+                   std::optional<product_split> split = std::nullopt) {
+  CAPTURE(m);
+  CAPTURE(n);
+  CAPTURE(k);
+  CAPTURE(threads);
+  CAPTURE(beta);
+  const bool ta = OpA == op::transpose, tb = OpB == op::transpose;
+  const matrix<T> a(ta ? k : m, ta ? m : k, 1, 5), b(tb ? n : k, tb ? k : n, 2, 6);
+  matrix<T> c(m, n, 3, 7);
+  if (beta == T(0))
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = 0; i < m; ++i) c.v[std::size_t(i + j * c.ld)] = std::nan("");
+  // Sized as a step's workspace is, for its largest product: room for the in-place path.
+  const index_t side = std::max({m, n, k});
+  generic::gemm_workspace<T> ws(side, side, side, threads);
+  ws.reserve_partial_sums(m * n);
+  std::atomic<int> calls{0};
+  const double returned =
+      generic::gemm<OpA, OpB>(ws, m, n, k, T(0.75), a.v.data(), a.ld, b.v.data(), b.ld, beta,
+                              c.v.data(), c.ld, squares_probe{&calls}, split);
+  double expected = 0;
+  for (index_t j = 0; j < n; ++j)
+    for (index_t i = 0; i < m; ++i) expected += double(c.at(i, j)) * double(c.at(i, j));
+  REQUIRE(std::isfinite(returned));
+  CHECK(returned == doctest::Approx(expected).epsilon(1e-5));
+  if (kernel_sums && generic::gemm_workspace<T>::native)
+    CHECK(calls.load() == 0);
+  else
+    CHECK(calls.load() > 0);
+}
+
+TEST_CASE("a finisher that sums squares gets its sum from the kernel as it stores C") {
+  for (int threads : {1, 2}) {
+    // The blocked kernel: by rows over two blocks of terms (only the final values count), by
+    // columns (a weight gradient's shape), and one thread; β = 0 over NaN, and β ≠ 0.
+    check_squares<float, op::none, op::none>(301, 250, 451, threads, 0.0f, true);
+    check_squares<float, op::none, op::none>(301, 250, 451, threads, 0.5f, true);
+    check_squares<float, op::none, op::transpose>(250, 301, 64, threads, 0.0f, true);
+    check_squares<float, op::transpose, op::transpose>(20, 10, 5, threads, 1.0f, true);
+    // The finisher: along k (partial sums; on one thread a split is the whole product),
+    // thin_product, the in-place input gradient, fp64 (Eigen's kernel).
+    check_squares<float, op::none, op::none>(
+        301, 70, 451, threads, 0.0f, threads == 1,
+        product_split::even(split_along::depth, 451, threads, 32));
+    check_squares<float, op::transpose, op::transpose>(1, 300, 40, threads, 0.0f, false);
+    check_squares<float, op::transpose, op::none>(640, 64, 1024, threads, 0.0f, false);
+    check_squares<double, op::none, op::transpose>(250, 301, 64, threads, 0.0, false);
+  }
+}
+
 TEST_CASE("a split along k gives the same C with a team smaller than the split") {
   // Called from inside a parallel region, gemm's own region gets a team of one thread, which then
   // runs every block of the split itself: the partial sums are added in the same order.

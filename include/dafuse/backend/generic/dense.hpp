@@ -138,9 +138,11 @@ void input_product(
 //! Gradients are stored in the narrow format too: a scaled fp16 gradient that does not fit becomes
 //! ±Inf here, and the norm reports the overflow. The step's norm is then a sum of per-block norms:
 //! the same for a given thread count, but not to the last bit across thread counts (nor is a
-//! clipping scale computed from it).
+//! clipping scale computed from it). Without rounding it only sums squares, which the blocked
+//! kernels then do from their registers as they store ∂L/∂W (gemm.hpp's squares_finisher).
 template <class Products>
 struct finish_gradient {
+  static constexpr bool sums_squares = !Products::rounds;
   template <class T>
   double operator()(T* block, index_t rows, index_t cols, index_t ld) const {
     const auto finish = [](auto&& dw) {

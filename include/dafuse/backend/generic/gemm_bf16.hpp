@@ -144,17 +144,19 @@ void pack_panel(
 //! `pairs` k-pairs of 16·Vectors rows; `b`: `pairs` k-pairs of nr columns, as pack_panel writes
 //! them. Vectors = 2 is the main tile; Vectors = 1 serves a last panel of at most 16 rows, which
 //! would waste more than half of a 32-row tile (the [10, 256]·[256, 128] head product: 94 → 136
-//! GFLOP/s on one Zen 5 core).
+//! GFLOP/s on one Zen 5 core). Not inlined, as fp32_micro_kernel (gemm_fp32.hpp): GCC inlined it
+//! into blocked_product once store_tile could also sum squares.
 template <int Vectors>
-void micro_kernel(index_t pairs,
-                  const std::uint32_t* a,
-                  const std::uint32_t* b,
-                  float alpha,
-                  float beta,
-                  float* c,
-                  index_t ldc,
-                  index_t mv,
-                  index_t nv) {
+[[gnu::noinline]] void micro_kernel(index_t pairs,
+                                    const std::uint32_t* a,
+                                    const std::uint32_t* b,
+                                    float alpha,
+                                    float beta,
+                                    float* c,
+                                    index_t ldc,
+                                    index_t mv,
+                                    index_t nv,
+                                    double* squares) {
   constexpr int nr = int(bf16_nr);
   __m512 acc[Vectors][nr];
 #pragma GCC unroll 16
@@ -174,7 +176,7 @@ void micro_kernel(index_t pairs,
       for (int v = 0; v < Vectors; ++v) acc[v][j] = _mm512_dpbf16_ps(acc[v][j], av[v], bj);
     }
   }
-  store_tile<Vectors, nr>(acc, alpha, beta, c, ldc, mv, nv);
+  store_tile_and_square<Vectors, nr>(acc, alpha, beta, c, ldc, mv, nv, squares);
 }
 
 //! One thread's packing buffers: a [mc, kc] block of A and a [kc, nc] block of B, as k-pairs.
@@ -199,8 +201,9 @@ struct bf16_kernel {
                    float* c,
                    index_t ldc,
                    index_t rows,
-                   index_t cols) {
-    micro_kernel<Vectors>(pairs, a, b, alpha, beta, c, ldc, rows, cols);
+                   index_t cols,
+                   double* squares) {
+    micro_kernel<Vectors>(pairs, a, b, alpha, beta, c, ldc, rows, cols, squares);
   }
 };
 
@@ -385,10 +388,11 @@ double gemm_bf16(bf16_gemm_workspace& ws,
   return detail::split_product<OpA, OpB>(
       chosen, m, n, k, a, lda, b, ldb, c, ldc, scratch,
       [&](int t, index_t rows, index_t cols, index_t depth, const float* ab, const float* bb,
-          float* cb, index_t ldcb, bool fresh) {
+          float* cb, index_t ldcb, bool fresh, double* squares) {
         detail::blocked_product<detail::bf16_kernel, OpA == op::transpose, OpB == op::transpose>(
-            ws.panels(t), rows, cols, depth, alpha, ab, lda, bb, ldb, fresh ? 0.0f : beta, cb,
-            ldcb);
+            ws.panels(t), rows, cols, depth, alpha, ab, lda, bb, ldb, fresh ? 0.0f : beta, cb, ldcb,
+            squares);
+        return squares != nullptr;
       },
       finish);
 #else

@@ -120,16 +120,20 @@ struct b_in_place {
 //! thread's own scratch in L2 (fp32_product_transposed_a_in_place) that still pays: without it
 //! office-head's [1024, 1024]ᵀ·[1024, 64] took 599-605 µs in place against 567 µs packed (the
 //! throwaway program of fp32_in_place_min_bytes; with it, 518-521 against 531-533 µs).
+//! Not inlined: GCC inlined it into blocked_product once store_tile could also sum squares, and
+//! the sums then spilled from registers in the loop over k (a [1024, 1024] weight gradient on two
+//! threads: 595-660 against 421-451 µs).
 template <int Vectors, int Cols, class B>
-void fp32_micro_kernel(index_t k,
-                       const float* a,
-                       const B& b,
-                       float alpha,
-                       float beta,
-                       float* c,
-                       index_t ldc,
-                       index_t mv,
-                       index_t nv) {
+[[gnu::noinline]] void fp32_micro_kernel(index_t k,
+                                         const float* a,
+                                         const B& b,
+                                         float alpha,
+                                         float beta,
+                                         float* c,
+                                         index_t ldc,
+                                         index_t mv,
+                                         index_t nv,
+                                         double* squares = nullptr) {
   static_assert(Cols >= 1 && Cols <= int(fp32_nr));
   constexpr int nr = Cols;
   __m512 acc[Vectors][nr];
@@ -149,7 +153,7 @@ void fp32_micro_kernel(index_t k,
       for (int v = 0; v < Vectors; ++v) acc[v][j] = _mm512_fmadd_ps(av[v], bj, acc[v][j]);
     }
   }
-  store_tile<Vectors, nr>(acc, alpha, beta, c, ldc, mv, nv);
+  store_tile_and_square<Vectors, nr>(acc, alpha, beta, c, ldc, mv, nv, squares);
 }
 
 //! Runs `tile.template operator()<Vectors, Cols>()` with the fewest columns (12, 8, 4, 2 or 1)
@@ -285,9 +289,10 @@ struct fp32_kernel {
                    float* c,
                    index_t ldc,
                    index_t rows,
-                   index_t cols) {
+                   index_t cols,
+                   double* squares) {
     with_tile_columns<Vectors>(cols, [&]<int V, int Cols>() {
-      fp32_micro_kernel<V, Cols>(k, a, packed_b{b}, alpha, beta, c, ldc, rows, cols);
+      fp32_micro_kernel<V, Cols>(k, a, packed_b{b}, alpha, beta, c, ldc, rows, cols, squares);
     });
   }
 };
