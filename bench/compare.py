@@ -139,13 +139,15 @@ def classify(paths):
     return ours, torch, skipped
 
 
+def runs_holding(runs, config):
+    """The runs that hold the configuration, in order: its rounds on that side."""
+    return [run for run in runs if any(r.get("config") == config for r in run.get("results", []))]
+
+
 def rounds_of(runs, config, execution):
-    """The results of (config, execution) in each run that holds the configuration, in order."""
-    found = []
-    for run in runs:
-        if any(r.get("config") == config for r in run.get("results", [])):
-            found.append(by_key(run["results"], config, execution))
-    return found
+    """The results of (config, execution) in each round of the configuration (None where a
+    round lacks the execution)."""
+    return [by_key(run["results"], config, execution) for run in runs_holding(runs, config)]
 
 
 def executions(runs, config):
@@ -163,32 +165,31 @@ def ratio(numerator, denominator):
 
 
 def merge_ours(ours):
-    """One row per (config, execution): medians of the rounds, and the rounds' own ratios."""
+    """One row per (config, execution): each round's figures ("round_..."), and their medians."""
     rows = []
     for config in CONFIGS:
+        eager = rounds_of(ours, config, "eager fp32")
+        eager_memory = next((e["memory_bytes"] for e in eager if e), None)
         for execution in executions(ours, config):
             rounds = rounds_of(ours, config, execution)
-            eager = rounds_of(ours, config, "eager fp32")
-            present = [r for r in rounds if r is not None]
-            rows.append({
-                "config": config, "execution": execution, "rounds": len(present),
-                "median_us": median(r["median_us"] for r in present),
-                "round_median_us": [r["median_us"] if r else None for r in rounds],
-                "gflops": median(r["gflops"] for r in present),
-                "ceiling_fraction": median(r["ceiling_fraction"] for r in present),
-                "round_ceiling_fraction": [r["ceiling_fraction"] if r else None for r in rounds],
-                "nearby_ceiling_fraction": median(r.get("nearby_ceiling_fraction")
-                                                  for r in present),
-                "round_nearby_ceiling_fraction": [r.get("nearby_ceiling_fraction") if r else None
-                                                  for r in rounds],
-                "speedup_over_eager": median(ratio(e and e["median_us"], r and r["median_us"])
-                                             for e, r in zip(eager, rounds)),
-                "round_speedup_over_eager": [ratio(e and e["median_us"], r and r["median_us"])
-                                             for e, r in zip(eager, rounds)],
-                "memory_bytes": present[0]["memory_bytes"] if present else None,
-                "memory_over_eager": ratio(present[0]["memory_bytes"] if present else None,
-                                           next((e["memory_bytes"] for e in eager if e), None)),
-            })
+
+            def each(key):
+                return [r.get(key) if r else None for r in rounds]
+
+            row = {"config": config, "execution": execution,
+                   "rounds": sum(r is not None for r in rounds),
+                   "round_median_us": each("median_us"),
+                   "round_ceiling_fraction": each("ceiling_fraction"),
+                   "round_nearby_ceiling_fraction": each("nearby_ceiling_fraction"),
+                   "round_speedup_over_eager": [ratio(e and e["median_us"], r and r["median_us"])
+                                                for e, r in zip(eager, rounds)]}
+            for name in ("median_us", "ceiling_fraction", "nearby_ceiling_fraction",
+                         "speedup_over_eager"):
+                row[name] = median(row["round_" + name])
+            row["gflops"] = median(each("gflops"))
+            row["memory_bytes"] = next((m for m in each("memory_bytes") if m is not None), None)
+            row["memory_over_eager"] = ratio(row["memory_bytes"], eager_memory)
+            rows.append(row)
     return rows
 
 
@@ -198,7 +199,7 @@ def print_ours(ours, rows):
     print("fp32 GEMM ceiling (2048^3, the faster of Eigen and dafuse; GFLOP/s on 1 thread / on "
           "the run's threads), measured as each run started:")
     for config in CONFIGS:
-        runs = [run for run in ours if any(r.get("config") == config for r in run["results"])]
+        runs = runs_holding(ours, config)
         if runs:
             print(f'  {config:<12} ' + ", ".join(
                 " / ".join(fmt(v, ".1f") for v in run["gemm_ceiling_gflops"].values())
