@@ -561,6 +561,80 @@ TEST_CASE("fp32_products_native says which path is compiled in") {
 }
 
 #if DAFUSE_GEMM_FP32_NATIVE
+//! fp32_kernel without packs_a_in_first_tiles: blocked_product then packs every block of A ahead
+//! of its tiles, the reference for the panels packed by their first tiles.
+struct fp32_kernel_packing_ahead : generic::detail::fp32_kernel {
+  static bool packs_a_in_first_tiles(index_t) = delete;
+};
+
+TEST_CASE("A packed by its panels' first tiles gives the bits of A packed ahead") {
+  // blocked_product does not pack a block of an untransposed A of 128 terms or more ahead: each
+  // panel's first tile reads it where it lies and packs it as it multiplies (packing_a). C and
+  // the sum of squares must be what packing ahead gives, bit for bit: m with a last panel of
+  // ≤ 16 and of 17-31 rows and past one block (mc = 192), n from 1 to past one tile column,
+  // k of 127 (packed ahead either way), 128, and 300 (a block packed in tiles, then one of 44
+  // packed ahead), A's and C's leading dimensions past their rows, α ≠ 1, β ∈ {0, 1, 0.5} and
+  // NaN in C at β = 0.
+  namespace detail = generic::detail;
+  static_assert(detail::packs_a_in_tiles<detail::fp32_kernel>);
+  static_assert(!detail::packs_a_in_tiles<fp32_kernel_packing_ahead>);
+  const auto both_ways = [](index_t m, index_t n, index_t k, float alpha, float beta, bool nan_in_c,
+                            auto trans_b) {
+    constexpr bool TransB = decltype(trans_b)::value;
+    CAPTURE(m);
+    CAPTURE(n);
+    CAPTURE(k);
+    CAPTURE(TransB);
+    const matrix<float> a(m, k, 3, 5), b(TransB ? n : k, TransB ? k : n, 1, 7);
+    matrix<float> c(m, n, 2, 9);
+    if (nan_in_c)
+      for (float& v : c.v) v = std::numeric_limits<float>::quiet_NaN();
+    matrix<float> ahead = c;
+    detail::fp32_panels p = detail::make_fp32_panels(m, n, k);
+    double squares = 0.0, squares_ahead = 0.0;
+    detail::blocked_product<detail::fp32_kernel, false, TransB>(
+        p, m, n, k, alpha, a.v.data(), a.ld, b.v.data(), b.ld, beta, c.v.data(), c.ld, &squares);
+    detail::blocked_product<fp32_kernel_packing_ahead, false, TransB>(
+        p, m, n, k, alpha, a.v.data(), a.ld, b.v.data(), b.ld, beta, ahead.v.data(), ahead.ld,
+        &squares_ahead);
+    // Every value, padding included (NaN compares unequal, so compare the bits).
+    REQUIRE(std::memcmp(c.v.data(), ahead.v.data(), c.v.size() * sizeof(float)) == 0);
+    CHECK(squares == squares_ahead);
+    CHECK(squares > 0.0);
+  };
+  for (const index_t m : {5, 17, 32, 131, 200})
+    for (const index_t n : {1, 7, 12, 13, 64})
+      for (const index_t k : {127, 128, 300}) {
+        both_ways(m, n, k, 1.0f, 0.0f, true, std::false_type{});
+        both_ways(m, n, k, -0.75f, 1.0f, false, std::true_type{});
+        both_ways(m, n, k, 1.5f, 0.5f, false, std::false_type{});
+      }
+  // Through gemm, on 1 and 2 threads and split along k as a layer's forward product is
+  // (layer_split), against the double product: office-head's [1024, 1024]·[1024, 64], smaller.
+  const std::vector<float> one =
+      check_product<float, op::none, op::none>(520, 64, 600, 1.0f, 0.0f, true, 1);
+  CHECK(check_product<float, op::none, op::none>(520, 64, 600, 1.0f, 0.0f, true, 2) == one);
+  check_product<float, op::none, op::none>(
+      520, 64, 600, 1.0f, 0.0f, true, 2,
+      product_split::even(split_along::depth, 600, 2, generic::gemm_workspace<float>::row_tile));
+  // A ending against a page that faults when touched: the masked loads and the requests for
+  // lines ahead read nothing past A's last value (AddressSanitizer does not check AVX-512's
+  // masked loads). m = 131 leaves a last panel of 3 rows.
+  {
+    const index_t m = 131, n = 20, k = 300;
+    dafuse::test::guarded_array<float> a(std::size_t(m * k));
+    std::vector<float> b(std::size_t(k * n)), c(std::size_t(m * n)), expected(c.size());
+    for (index_t i = 0; i < m * k; ++i) a[std::size_t(i)] = float(i % 7) - 3.0f;
+    for (index_t i = 0; i < k * n; ++i) b[std::size_t(i)] = float(i % 5) - 2.0f;
+    detail::fp32_panels p = detail::make_fp32_panels(m, n, k);
+    detail::blocked_product<detail::fp32_kernel, false, false>(p, m, n, k, 1.0f, a.data(), m,
+                                                               b.data(), k, 0.0f, c.data(), m);
+    detail::blocked_product<fp32_kernel_packing_ahead, false, false>(
+        p, m, n, k, 1.0f, a.data(), m, b.data(), k, 0.0f, expected.data(), m);
+    CHECK(c == expected);
+  }
+}
+
 TEST_CASE("an input-gradient product with a large A reads it in place and gives the packed bits") {
   // C = α·Aᵀ·B + β·C with A of fp32_in_place_min_bytes or more runs as Cᵀ = Bᵀ·A with A's columns
   // broadcast in place. It must give what blocked_product (which packs A) gives, bit for bit, and

@@ -21,7 +21,9 @@
 //!
 //! One product shape skips packing its large operand: C = Aᵀ·B with A of 512 KiB or more and few
 //! columns of B (a dense layer's input gradient Wᵀ·δz) runs as Cᵀ = Bᵀ·A with A's columns
-//! broadcast in place (fp32_product_transposed_a_in_place), the same sums in the same order.
+//! broadcast in place (fp32_product_transposed_a_in_place), the same sums in the same order. And
+//! a block of A whose columns are contiguous (W in a forward product y = W·x) is packed by each
+//! panel's first tile as it multiplies (packing_a), not ahead of the tiles.
 #pragma once
 #include <dafuse/config.hpp>
 
@@ -94,6 +96,56 @@ void pack_fp32(float* out, index_t width, const float* x, index_t ld, index_t co
   }
 }
 
+//! Ã as pack_fp32 writes it: k steps of 16·Vectors rows.
+template <int Vectors>
+struct packed_a {
+  const float* a;
+  void ask_ahead(index_t) const {}
+  __m512 load(index_t p, int v) const { return _mm512_load_ps(a + (p * Vectors + v) * 16); }
+};
+
+//! A read where it lies, and packed on the way: row i of step p is source[i + p·ld] for i < rows
+//! (zeros past them), and each step's vectors are also stored at `out` as pack_fp32<true> stores
+//! them, for the panel's later tiles to read as packed_a. The lines of step p + `distance` are
+//! asked for at step p: consecutive steps are ld apart (4 KiB for a 1024-row W), each on its own
+//! page, where the hardware's prefetchers do not follow.
+//!
+//! Why: a forward product y = W·x over few samples uses each value of W only n times, and packing
+//! W ahead of the tiles was a copy at memcpy's rate that no multiply-add overlapped (54 µs of
+//! about 440 for one thread's [1024, 512] block of office-head's widest layer). Packed by the first
+//! tile of each panel, the copy runs under that tile's multiply-adds. A throwaway program (one
+//! thread, the two alternated in one process, medians of 400; C = A·B, A [m, k] not transposed):
+//! [1024, 512]·[512, 64] 440, 415 and 429 µs packed ahead against 385, 393 and 381 µs;
+//! [256, 1024]·[1024, 64] 203 and 204 against 195 µs; [1024, 128]·[128, 64] 99-101 against
+//! 94-97 µs. Whole steps (two threads, alternated every 45 steps in one process): office-head
+//! 2525 → 2495, 2518 → 2489, 2410 → 2364 µs; digits-mlp 799 → 789, 793 → 784 µs. Longer
+//! distances (32, 64) were slower in the step. fp32_kernel::packs_a_in_first_tiles says for
+//! which blocks.
+template <int Vectors>
+struct packing_a {
+  static constexpr index_t distance = 16;
+  const float* source;
+  index_t ld, k;
+  float* out;
+  __mmask16 rows[Vectors];
+  packing_a(const float* source_, index_t ld_, index_t k_, index_t count, float* out_)
+      : source(source_), ld(ld_), k(k_), out(out_) {
+    for (int v = 0; v < Vectors; ++v) rows[v] = first_lanes(count - 16 * v);
+  }
+  void ask_ahead(index_t p) const {
+    if (p + distance >= k) return;
+#pragma GCC unroll 2
+    for (int v = 0; v < Vectors; ++v)
+      _mm_prefetch(reinterpret_cast<const char*>(source + (p + distance) * ld + 16 * v),
+                   _MM_HINT_T0);
+  }
+  __m512 load(index_t p, int v) const {
+    const __m512 x = _mm512_maskz_loadu_ps(rows[v], source + p * ld + 16 * v);
+    _mm512_store_ps(out + (p * Vectors + v) * 16, x);
+    return x;
+  }
+};
+
 //! B̃ as pack_fp32 writes it: k steps of nr columns, of which a tile uses the first Cols.
 struct packed_b {
   const float* b;
@@ -112,8 +164,9 @@ struct b_in_place {
 };
 
 //! C[0:mv, 0:nv] = α·Ã·B̃ + β·C for one [16·Vectors, Cols] tile (β = 0: C is not read), nv ≤
-//! Cols ≤ nr. `a`: k steps of 16·Vectors rows, as pack_fp32 writes them; `b.at(p, j)`: B̃'s value
-//! at step p of column j (packed_b, or b_in_place). Vectors = 2 is the main tile; Vectors = 1
+//! Cols ≤ nr. `a.load(p, v)`: rows 16v..16v+15 of Ã's step p (packed_a, or packing_a, which is
+//! also asked `a.ask_ahead(p)` once a step); `b.at(p, j)`: B̃'s value at step p of column j
+//! (packed_b, or b_in_place). Vectors = 2 is the main tile; Vectors = 1
 //! serves a last panel of at most 16 rows. Cols < nr serves a last panel of fewer columns: a
 //! product with 1, 2 or 15 columns (moons' heads) would otherwise spend most of its multiply-adds
 //! on zeros. The tile of C is asked for ahead of the sums (prefetch_tile_for_write); where C is a
@@ -123,9 +176,9 @@ struct b_in_place {
 //! Not inlined: GCC inlined it into blocked_product once store_tile could also sum squares, and
 //! the sums then spilled from registers in the loop over k (a [1024, 1024] weight gradient on two
 //! threads: 595-660 against 421-451 µs).
-template <int Vectors, int Cols, class B>
+template <int Vectors, int Cols, class A, class B>
 [[gnu::noinline]] void fp32_micro_kernel(index_t k,
-                                         const float* a,
+                                         const A& a,
                                          const B& b,
                                          float alpha,
                                          float beta,
@@ -143,9 +196,10 @@ template <int Vectors, int Cols, class B>
     for (int v = 0; v < Vectors; ++v) acc[v][j] = _mm512_setzero_ps();
   prefetch_tile_for_write<Vectors, nr>(c, ldc, nv);
   for (index_t p = 0; p < k; ++p) {
+    a.ask_ahead(p);
     __m512 av[Vectors];
 #pragma GCC unroll 2
-    for (int v = 0; v < Vectors; ++v) av[v] = _mm512_load_ps(a + (p * Vectors + v) * 16);
+    for (int v = 0; v < Vectors; ++v) av[v] = a.load(p, v);
 #pragma GCC unroll 16
     for (int j = 0; j < nr; ++j) {
       const __m512 bj = _mm512_set1_ps(b.at(p, j));
@@ -255,7 +309,7 @@ inline bool fp32_product_transposed_a_in_place(fp32_panels& p,
           const float* column = a + (i0 + jr) * lda + pc;
           float* cp = ct + ir + jr * width;
           with_tile_shape(rows, tile_cols, [&]<int Vectors, int Cols>() {
-            fp32_micro_kernel<Vectors, Cols>(kc, panel(pc, ir),
+            fp32_micro_kernel<Vectors, Cols>(kc, packed_a<Vectors>{panel(pc, ir)},
                                              b_in_place<Cols>(column, lda, tile_cols), alpha,
                                              beta_block, cp, width, rows, tile_cols);
           });
@@ -274,6 +328,14 @@ struct fp32_kernel {
   using packed = float;
   static constexpr index_t mr = fp32_mr, nr = fp32_nr;
   static constexpr index_t steps(index_t kc) { return kc; }
+  //! Whether a block of A of `kc` terms, its columns contiguous, is packed by its panels' first
+  //! tiles (tile_packing_a) rather than ahead of them (blocked_product). Not below 128 terms: a
+  //! first tile's first packing_a::distance steps read lines not asked for ahead, and over 64
+  //! terms (office-head's weight gradients, k = the 64 samples) that cost more than the copy it
+  //! overlapped: [1024, 64]·[64, 512] 358, 355 and 353 µs packed ahead against 366, 361 and
+  //! 376 µs (asking for the first steps' lines at the tile's start did not help). Over 128 terms
+  //! (digits-mlp's [256, 128]·[128, 128]) it paid: 45.9 and 45.6 against 44.5 and 44.4 µs.
+  static constexpr bool packs_a_in_first_tiles(index_t kc) { return kc >= 128; }
   template <bool KContiguous>
   static void pack(
       float* out, index_t width, const float* x, index_t ld, index_t count, index_t k) {
@@ -292,7 +354,28 @@ struct fp32_kernel {
                    index_t cols,
                    double* squares) {
     with_tile_columns<Vectors>(cols, [&]<int V, int Cols>() {
-      fp32_micro_kernel<V, Cols>(k, a, packed_b{b}, alpha, beta, c, ldc, rows, cols, squares);
+      fp32_micro_kernel<V, Cols>(k, packed_a<V>{a}, packed_b{b}, alpha, beta, c, ldc, rows, cols,
+                                 squares);
+    });
+  }
+  //! The same, reading the tile's `rows` rows of A from `source` (step p at source + p·lda) and
+  //! packing them at `a` on the way (packing_a).
+  template <int Vectors>
+  static void tile_packing_a(index_t k,
+                             const float* source,
+                             index_t lda,
+                             float* a,
+                             const float* b,
+                             float alpha,
+                             float beta,
+                             float* c,
+                             index_t ldc,
+                             index_t rows,
+                             index_t cols,
+                             double* squares) {
+    with_tile_columns<Vectors>(cols, [&]<int V, int Cols>() {
+      fp32_micro_kernel<V, Cols>(k, packing_a<V>(source, lda, k, rows, a), packed_b{b}, alpha, beta,
+                                 c, ldc, rows, cols, squares);
     });
   }
 };

@@ -18,6 +18,7 @@
 #endif
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <memory>
 #include <new>
@@ -206,6 +207,12 @@ inline void transpose_matrix(
     }
 }
 
+//! Whether a blocked_product kernel can pack A's panels in their first tiles (see there).
+template <class Kernel>
+concept packs_a_in_tiles = requires(index_t kc) {
+  { Kernel::packs_a_in_first_tiles(kc) } -> std::same_as<bool>;
+};
+
 //! C = α·op(A)·op(B) + β·C on one thread with Goto & van de Geijn's blocking, for a `Kernel`
 //! that packs and multiplies its own way (gemm_fp32.hpp, gemm_bf16.hpp). m, n, k > 0. Kernel has
 //! `packed` (the buffers' element), `mr` and `nr` (the register tile), `steps(kc)` (packed steps
@@ -215,7 +222,12 @@ inline void transpose_matrix(
 //! out + steps(l0)·width, for l0 a multiple of the kernel's group of terms) and
 //! `tile<Vectors>(steps, a, b, α, β, c, ldc, rows, cols, squares)` (one [16·Vectors, nr] tile of
 //! C from packed panels; β = 0 does not read C; adds the squares of the values it stores to
-//! *squares when `squares` is not null: store_tile_and_square).
+//! *squares when `squares` is not null: store_tile_and_square). A kernel may also have
+//! `packs_a_in_first_tiles(kc)` (packs_a_in_tiles): where that is true of a block of kc terms of
+//! an untransposed A, the block is not packed ahead; each panel's first tile (jr = 0) runs
+//! `tile_packing_a<Vectors>(steps, source, lda, a, b, α, β, c, ldc, rows, cols, squares)`, which
+//! reads the panel's rows where they lie and packs them at `a` as it multiplies, for the later
+//! tiles to read packed: the same values in the same order, so the same bits.
 //!
 //! With `squares`, adds Σ c² over C's final values to *squares, from the registers as each tile
 //! of the last block of terms is stored: the sum of squares a weight gradient's finisher would
@@ -262,10 +274,14 @@ void blocked_product(packed_panels<typename Kernel::packed>& p,
           Kernel::template pack<TransA>(p.a.data() + ir * steps + Kernel::steps(l0) * width, width,
                                         a_at(ic + ir, pc + l0), lda, rows, terms);
         };
+        // A block the kernel packs in its panels' first tiles (jr = 0 below) is not packed here.
+        bool pack_in_tiles = false;
+        if constexpr (!TransA && packs_a_in_tiles<Kernel>)
+          pack_in_tiles = Kernel::packs_a_in_first_tiles(kc);
         if constexpr (TransA) {
           // Each panel's rows are contiguous runs along k: one pass per panel.
           for (index_t ir = 0; ir < mc; ir += mr) pack_a(ir, 0, kc);
-        } else {
+        } else if (!pack_in_tiles) {
           // A column of the block is one contiguous run of mc values across all its panels, and
           // consecutive columns are lda apart (4 KiB for a 1024-row W). Packing 16 columns of
           // every panel at a time reads each run whole, where a panel at a time read 2 lines per
@@ -283,15 +299,25 @@ void blocked_product(packed_panels<typename Kernel::packed>& p,
         for (index_t jr = 0; jr < nc; jr += nr)
           for (index_t ir = 0; ir < mc; ir += mr) {
             const index_t rows = std::min(mr, mc - ir), cols = std::min(nr, nc - jr);
-            const auto* ap = p.a.data() + ir * steps;
+            auto* ap = p.a.data() + ir * steps;
             const auto* bp = p.b.data() + jr * steps;
             float* cp = c + (ic + ir) + (jc + jr) * ldc;
+            const auto tile = [&]<int Vectors>() {
+              if constexpr (!TransA && packs_a_in_tiles<Kernel>) {
+                if (pack_in_tiles && jr == 0) {
+                  Kernel::template tile_packing_a<Vectors>(steps, a_at(ic + ir, pc), lda, ap, bp,
+                                                           alpha, beta_block, cp, ldc, rows, cols,
+                                                           tile_squares);
+                  return;
+                }
+              }
+              Kernel::template tile<Vectors>(steps, ap, bp, alpha, beta_block, cp, ldc, rows, cols,
+                                             tile_squares);
+            };
             if (rows <= 16)
-              Kernel::template tile<1>(steps, ap, bp, alpha, beta_block, cp, ldc, rows, cols,
-                                       tile_squares);
+              tile.template operator()<1>();
             else
-              Kernel::template tile<2>(steps, ap, bp, alpha, beta_block, cp, ldc, rows, cols,
-                                       tile_squares);
+              tile.template operator()<2>();
           }
       }
     }
