@@ -635,6 +635,80 @@ TEST_CASE("A packed by its panels' first tiles gives the bits of A packed ahead"
   }
 }
 
+TEST_CASE("a product of one panel and one block of terms reads both operands in place") {
+  // C = α·A·op(B) + β·C with m ≤ 32 rows and k ≤ 256 terms runs with neither operand packed
+  // (fp32_product_in_place). It must give what blocked_product gives, C and Σ c² bit for bit,
+  // padding included: m around the 16- and 32-row tiles, n around the 12-column tiles, k up to a
+  // whole block, B transposed or not, leading dimensions past the rows, α ≠ 1, β ∈ {0, 1, 0.5}
+  // and NaN in C at β = 0. In the step these are moons' products and the classifiers'.
+  namespace detail = generic::detail;
+  const auto both_ways = [](index_t m, index_t n, index_t k, float alpha, float beta, bool nan_in_c,
+                            auto trans_b) {
+    constexpr bool TransB = decltype(trans_b)::value;
+    CAPTURE(m);
+    CAPTURE(n);
+    CAPTURE(k);
+    CAPTURE(TransB);
+    const matrix<float> a(m, k, 3, 5), b(TransB ? n : k, TransB ? k : n, 1, 7);
+    matrix<float> c(m, n, 2, 9);
+    if (nan_in_c)
+      for (float& v : c.v) v = std::numeric_limits<float>::quiet_NaN();
+    matrix<float> packed = c;
+    detail::fp32_panels p = detail::make_fp32_panels(m, n, k);
+    double squares = 0.0, squares_packed = 0.0;
+    REQUIRE(detail::fp32_product_in_place<TransB>(m, n, k, alpha, a.v.data(), a.ld, b.v.data(),
+                                                  b.ld, beta, c.v.data(), c.ld, &squares));
+    detail::blocked_product<detail::fp32_kernel, false, TransB>(
+        p, m, n, k, alpha, a.v.data(), a.ld, b.v.data(), b.ld, beta, packed.v.data(), packed.ld,
+        &squares_packed);
+    REQUIRE(std::memcmp(c.v.data(), packed.v.data(), c.v.size() * sizeof(float)) == 0);
+    CHECK(squares == squares_packed);
+    CHECK(squares > 0.0);
+  };
+  for (const index_t m : {1, 2, 15, 16, 17, 31, 32})
+    for (const index_t n : {1, 5, 12, 13, 64})
+      for (const index_t k : {1, 15, 64, 256}) {
+        both_ways(m, n, k, 1.0f, 0.0f, true, std::false_type{});
+        both_ways(m, n, k, -0.75f, 1.0f, false, std::true_type{});
+        both_ways(m, n, k, 1.5f, 0.5f, false, std::false_type{});
+        both_ways(m, n, k, 1.0f, 0.0f, true, std::true_type{});
+      }
+  // A, B and C each ending against a page that faults when touched: no lane past A's last row
+  // or column, no value past B's last, no value of C past its last is read or written.
+  for (const bool trans_b : {false, true}) {
+    const index_t m = 15, n = 13, k = 64;
+    dafuse::test::guarded_array<float> a(std::size_t(m * k)), b(std::size_t(k * n)),
+        c(std::size_t(m * n));
+    std::vector<float> expected(std::size_t(m * n));
+    for (index_t i = 0; i < m * k; ++i) a[std::size_t(i)] = float(i % 7) - 3.0f;
+    for (index_t i = 0; i < k * n; ++i) b[std::size_t(i)] = float(i % 5) - 2.0f;
+    for (index_t i = 0; i < m * n; ++i) c[std::size_t(i)] = expected[std::size_t(i)] = 0.5f;
+    detail::fp32_panels p = detail::make_fp32_panels(m, n, k);
+    if (trans_b) {
+      REQUIRE(detail::fp32_product_in_place<true>(m, n, k, 1.0f, a.data(), m, b.data(), n, 0.5f,
+                                                  c.data(), m, nullptr));
+      detail::blocked_product<detail::fp32_kernel, false, true>(
+          p, m, n, k, 1.0f, a.data(), m, b.data(), n, 0.5f, expected.data(), m);
+    } else {
+      REQUIRE(detail::fp32_product_in_place<false>(m, n, k, 1.0f, a.data(), m, b.data(), k, 0.5f,
+                                                   c.data(), m, nullptr));
+      detail::blocked_product<detail::fp32_kernel, false, false>(
+          p, m, n, k, 1.0f, a.data(), m, b.data(), k, 0.5f, expected.data(), m);
+    }
+    CHECK(std::equal(c.begin(), c.end(), expected.begin()));
+  }
+  // Other shapes decline and leave C alone: a second panel of rows, a second block of terms, an
+  // empty side.
+  std::vector<float> a(33 * 257, 1.0f), b(257 * 4, 1.0f), c(33 * 4, 7.0f);
+  CHECK_FALSE(detail::fp32_product_in_place<false>(33, 4, 8, 1.0f, a.data(), 33, b.data(), 8, 0.0f,
+                                                   c.data(), 33, nullptr));
+  CHECK_FALSE(detail::fp32_product_in_place<false>(8, 4, 257, 1.0f, a.data(), 8, b.data(), 257,
+                                                   0.0f, c.data(), 8, nullptr));
+  CHECK_FALSE(detail::fp32_product_in_place<false>(8, 4, 0, 1.0f, a.data(), 8, b.data(), 1, 0.0f,
+                                                   c.data(), 8, nullptr));
+  CHECK(std::all_of(c.begin(), c.end(), [](float v) { return v == 7.0f; }));
+}
+
 TEST_CASE("an input-gradient product with a large A reads it in place and gives the packed bits") {
   // C = α·Aᵀ·B + β·C with A of fp32_in_place_min_bytes or more runs as Cᵀ = Bᵀ·A with A's columns
   // broadcast in place. It must give what blocked_product (which packs A) gives, bit for bit, and

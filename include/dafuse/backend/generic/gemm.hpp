@@ -731,6 +731,12 @@ double gemm(gemm_workspace<T>& ws,
                                                            ab, lda, bb, ldb, fresh ? T(0) : beta,
                                                            cb, ldcb))
               return false;
+          // A block of one panel of rows and one block of terms reads both operands in place.
+          if constexpr (OpA == op::none)
+            if (detail::fp32_product_in_place<OpB == op::transpose>(
+                    rows, cols, depth, alpha, ab, lda, bb, ldb, fresh ? T(0) : beta, cb, ldcb,
+                    squares))
+              return squares != nullptr;
           detail::blocked_product<detail::fp32_kernel, OpA == op::transpose, OpB == op::transpose>(
               ws.panels(t), rows, cols, depth, alpha, ab, lda, bb, ldb, fresh ? T(0) : beta, cb,
               ldcb, squares);

@@ -23,7 +23,8 @@
 //! columns of B (a dense layer's input gradient Wᵀ·δz) runs as Cᵀ = Bᵀ·A with A's columns
 //! broadcast in place (fp32_product_transposed_a_in_place), the same sums in the same order. And
 //! a block of A whose columns are contiguous (W in a forward product y = W·x) is packed by each
-//! panel's first tile as it multiplies (packing_a), not ahead of the tiles.
+//! panel's first tile as it multiplies (packing_a), not ahead of the tiles. A product of at most
+//! one panel of rows and one block of terms packs nothing (fp32_product_in_place).
 #pragma once
 #include <dafuse/config.hpp>
 
@@ -144,6 +145,30 @@ struct packing_a {
     _mm512_store_ps(out + (p * Vectors + v) * 16, x);
     return x;
   }
+};
+
+//! A read where it lies, not packed: row i of step p is source[i + p·ld] for i < rows (zeros past
+//! them). For a product small enough to sit in L1 (fp32_product_in_place).
+template <int Vectors>
+struct a_in_place {
+  const float* source;
+  index_t ld;
+  __mmask16 rows[Vectors];
+  a_in_place(const float* source_, index_t ld_, index_t count) : source(source_), ld(ld_) {
+    for (int v = 0; v < Vectors; ++v) rows[v] = first_lanes(count - 16 * v);
+  }
+  void ask_ahead(index_t) const {}
+  __m512 load(index_t p, int v) const {
+    return _mm512_maskz_loadu_ps(rows[v], source + p * ld + 16 * v);
+  }
+};
+
+//! B read where it lies along its rows: element (p, j) is b[p·ld + j] (op(B) = Bᵀ of a stored
+//! [n, k]); columns past nv read column 0, into sums that are not stored.
+struct b_rows_in_place {
+  const float* b;
+  index_t ld, nv;
+  float at(index_t p, int j) const { return b[p * ld + (j < nv ? j : 0)]; }
 };
 
 //! B̃ as pack_fp32 writes it: k steps of nr columns, of which a tile uses the first Cols.
@@ -317,6 +342,48 @@ inline bool fp32_product_transposed_a_in_place(fp32_panels& p,
     }
     // C's rows [i0, i0 + cols) = the block's columns.
     transpose_matrix(ct, width, n, cols, c + i0, ldc);
+  }
+  return true;
+}
+
+//! C[m, n] = α·A·op(B) + β·C on one thread with neither operand packed, for a product whose rows
+//! fit one panel (m ≤ fp32_mr) and whose terms fit one block (k ≤ fp32_kc): its tiles read A's
+//! columns and B's values where they lie. The same multiply-adds in the same order as
+//! blocked_product, its tiles in its order, so the same C and the same squares (`squares` as
+//! there). Returns false, doing nothing, for any other shape.
+//!
+//! Why: blocked_product packs both operands first, and for moons' products ([15, 64]
+//! activations, [15, 15] weights, 64 samples) that packing, with its 16×16 transposes of a
+//! transposed B, cost about what the multiply-adds do. Read in place, A's columns are one or two
+//! vectors each and B's values broadcasts; such small operands are in L1 either way. The moons
+//! step, the two alternated every 100 steps in one process (OMP_NUM_THREADS=2, medians of 95000
+//! steps): 5.26, 5.26, 5.24 and 5.17 µs packed against 4.65, 4.66, 4.66 and 4.64 µs in place;
+//! office-head and digits-mlp (whose classifiers take this path) unchanged.
+template <bool TransB>
+bool fp32_product_in_place(index_t m,
+                           index_t n,
+                           index_t k,
+                           float alpha,
+                           const float* a,
+                           index_t lda,
+                           const float* b,
+                           index_t ldb,
+                           float beta,
+                           float* c,
+                           index_t ldc,
+                           double* squares) {
+  if (m <= 0 || n <= 0 || k <= 0 || m > fp32_mr || k > fp32_kc) return false;
+  for (index_t jr = 0; jr < n; jr += fp32_nr) {
+    const index_t cols = std::min(fp32_nr, n - jr);
+    with_tile_shape(m, cols, [&]<int Vectors, int Cols>() {
+      const a_in_place<Vectors> ap(a, lda, m);
+      if constexpr (TransB)
+        fp32_micro_kernel<Vectors, Cols>(k, ap, b_rows_in_place{b + jr, ldb, cols}, alpha, beta,
+                                         c + jr * ldc, ldc, m, cols, squares);
+      else
+        fp32_micro_kernel<Vectors, Cols>(k, ap, b_in_place<Cols>(b + jr * ldb, ldb, cols), alpha,
+                                         beta, c + jr * ldc, ldc, m, cols, squares);
+    });
   }
   return true;
 }
