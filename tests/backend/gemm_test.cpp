@@ -561,6 +561,56 @@ TEST_CASE("fp32_products_native says which path is compiled in") {
 }
 
 #if DAFUSE_GEMM_FP32_NATIVE
+//! Runs C = α·A·op(B) + β·C (A [m, k] not transposed, leading dimensions past the rows, NaN in
+//! C when asked) two ways, `way` and `reference`, each called as
+//! `f.template operator()<TransB>(panels, a, b, c, &squares)` on its own copy of C, and checks
+//! that C, padding included, and the sums of squares agree bit for bit.
+template <bool TransB, class Way, class Reference>
+void check_same_bits(index_t m,
+                     index_t n,
+                     index_t k,
+                     float alpha,
+                     float beta,
+                     bool nan_in_c,
+                     Way&& way,
+                     Reference&& reference) {
+  CAPTURE(m);
+  CAPTURE(n);
+  CAPTURE(k);
+  CAPTURE(TransB);
+  CAPTURE(alpha);
+  CAPTURE(beta);
+  const matrix<float> a(m, k, 3, 5), b(TransB ? n : k, TransB ? k : n, 1, 7);
+  matrix<float> c(m, n, 2, 9);
+  if (nan_in_c)
+    for (float& v : c.v) v = std::numeric_limits<float>::quiet_NaN();
+  matrix<float> expected = c;
+  generic::detail::fp32_panels p = generic::detail::make_fp32_panels(m, n, k);
+  double squares = 0.0, expected_squares = 0.0;
+  way.template operator()<TransB>(p, a, b, c, &squares);
+  reference.template operator()<TransB>(p, a, b, expected, &expected_squares);
+  // Every value, padding included (NaN compares unequal, so compare the bits).
+  REQUIRE(std::memcmp(c.v.data(), expected.v.data(), c.v.size() * sizeof(float)) == 0);
+  CHECK(squares == expected_squares);
+  CHECK(squares > 0.0);
+}
+
+//! blocked_product with `Kernel`, as check_same_bits calls a way.
+template <class Kernel>
+struct blocked_with {
+  float alpha, beta;
+  template <bool TransB>
+  void operator()(generic::detail::fp32_panels& p,
+                  const matrix<float>& a,
+                  const matrix<float>& b,
+                  matrix<float>& c,
+                  double* squares) const {
+    generic::detail::blocked_product<Kernel, false, TransB>(p, a.rows, c.cols, a.cols, alpha,
+                                                            a.v.data(), a.ld, b.v.data(), b.ld,
+                                                            beta, c.v.data(), c.ld, squares);
+  }
+};
+
 //! fp32_kernel without packs_a_in_first_tiles: blocked_product then packs every block of A ahead
 //! of its tiles, the reference for the panels packed by their first tiles.
 struct fp32_kernel_packing_ahead : generic::detail::fp32_kernel {
@@ -580,27 +630,9 @@ TEST_CASE("A packed by its panels' first tiles gives the bits of A packed ahead"
   static_assert(!detail::packs_a_in_tiles<fp32_kernel_packing_ahead>);
   const auto both_ways = [](index_t m, index_t n, index_t k, float alpha, float beta, bool nan_in_c,
                             auto trans_b) {
-    constexpr bool TransB = decltype(trans_b)::value;
-    CAPTURE(m);
-    CAPTURE(n);
-    CAPTURE(k);
-    CAPTURE(TransB);
-    const matrix<float> a(m, k, 3, 5), b(TransB ? n : k, TransB ? k : n, 1, 7);
-    matrix<float> c(m, n, 2, 9);
-    if (nan_in_c)
-      for (float& v : c.v) v = std::numeric_limits<float>::quiet_NaN();
-    matrix<float> ahead = c;
-    detail::fp32_panels p = detail::make_fp32_panels(m, n, k);
-    double squares = 0.0, squares_ahead = 0.0;
-    detail::blocked_product<detail::fp32_kernel, false, TransB>(
-        p, m, n, k, alpha, a.v.data(), a.ld, b.v.data(), b.ld, beta, c.v.data(), c.ld, &squares);
-    detail::blocked_product<fp32_kernel_packing_ahead, false, TransB>(
-        p, m, n, k, alpha, a.v.data(), a.ld, b.v.data(), b.ld, beta, ahead.v.data(), ahead.ld,
-        &squares_ahead);
-    // Every value, padding included (NaN compares unequal, so compare the bits).
-    REQUIRE(std::memcmp(c.v.data(), ahead.v.data(), c.v.size() * sizeof(float)) == 0);
-    CHECK(squares == squares_ahead);
-    CHECK(squares > 0.0);
+    check_same_bits<decltype(trans_b)::value>(m, n, k, alpha, beta, nan_in_c,
+                                              blocked_with<detail::fp32_kernel>{alpha, beta},
+                                              blocked_with<fp32_kernel_packing_ahead>{alpha, beta});
   };
   for (const index_t m : {5, 17, 32, 131, 200})
     for (const index_t n : {1, 7, 12, 13, 64})
@@ -642,28 +674,18 @@ TEST_CASE("a product of one panel and one block of terms reads both operands in 
   // whole block, B transposed or not, leading dimensions past the rows, α ≠ 1, β ∈ {0, 1, 0.5}
   // and NaN in C at β = 0. In the step these are moons' products and the classifiers'.
   namespace detail = generic::detail;
-  const auto both_ways = [](index_t m, index_t n, index_t k, float alpha, float beta, bool nan_in_c,
-                            auto trans_b) {
-    constexpr bool TransB = decltype(trans_b)::value;
-    CAPTURE(m);
-    CAPTURE(n);
-    CAPTURE(k);
-    CAPTURE(TransB);
-    const matrix<float> a(m, k, 3, 5), b(TransB ? n : k, TransB ? k : n, 1, 7);
-    matrix<float> c(m, n, 2, 9);
-    if (nan_in_c)
-      for (float& v : c.v) v = std::numeric_limits<float>::quiet_NaN();
-    matrix<float> packed = c;
-    detail::fp32_panels p = detail::make_fp32_panels(m, n, k);
-    double squares = 0.0, squares_packed = 0.0;
-    REQUIRE(detail::fp32_product_in_place<TransB>(m, n, k, alpha, a.v.data(), a.ld, b.v.data(),
-                                                  b.ld, beta, c.v.data(), c.ld, &squares));
-    detail::blocked_product<detail::fp32_kernel, false, TransB>(
-        p, m, n, k, alpha, a.v.data(), a.ld, b.v.data(), b.ld, beta, packed.v.data(), packed.ld,
-        &squares_packed);
-    REQUIRE(std::memcmp(c.v.data(), packed.v.data(), c.v.size() * sizeof(float)) == 0);
-    CHECK(squares == squares_packed);
-    CHECK(squares > 0.0);
+  const auto in_place = [](float alpha, float beta) {
+    return [=]<bool TransB>(detail::fp32_panels&, const matrix<float>& a, const matrix<float>& b,
+                            matrix<float>& c, double* squares) {
+      REQUIRE(detail::fp32_product_in_place<TransB>(a.rows, c.cols, a.cols, alpha, a.v.data(), a.ld,
+                                                    b.v.data(), b.ld, beta, c.v.data(), c.ld,
+                                                    squares));
+    };
+  };
+  const auto both_ways = [&](index_t m, index_t n, index_t k, float alpha, float beta,
+                             bool nan_in_c, auto trans_b) {
+    check_same_bits<decltype(trans_b)::value>(m, n, k, alpha, beta, nan_in_c, in_place(alpha, beta),
+                                              blocked_with<detail::fp32_kernel>{alpha, beta});
   };
   for (const index_t m : {1, 2, 15, 16, 17, 31, 32})
     for (const index_t n : {1, 5, 12, 13, 64})
