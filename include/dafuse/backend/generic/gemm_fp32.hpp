@@ -189,10 +189,11 @@ struct b_in_place {
 };
 
 //! C[0:mv, 0:nv] = α·Ã·B̃ + β·C for one [16·Vectors, Cols] tile (β = 0: C is not read), nv ≤
-//! Cols ≤ nr. `a.load(p, v)`: rows 16v..16v+15 of Ã's step p (packed_a, or packing_a, which is
-//! also asked `a.ask_ahead(p)` once a step); `b.at(p, j)`: B̃'s value at step p of column j
-//! (packed_b, or b_in_place). Vectors = 2 is the main tile; Vectors = 1
-//! serves a last panel of at most 16 rows. Cols < nr serves a last panel of fewer columns: a
+//! Cols ≤ nr. `a.load(p, v)`: rows 16v..16v+15 of Ã's step p (packed_a, packing_a or
+//! a_in_place), each step announced first by `a.ask_ahead(p)` (packing_a asks for lines ahead
+//! there); `b.at(p, j)`: B̃'s value at step p of column j (packed_b, b_in_place or
+//! b_rows_in_place). Vectors = 2 is the main tile; Vectors = 1 serves a last panel of at most 16
+//! rows. Cols < nr serves a last panel of fewer columns: a
 //! product with 1, 2 or 15 columns (moons' heads) would otherwise spend most of its multiply-adds
 //! on zeros. The tile of C is asked for ahead of the sums (prefetch_tile_for_write); where C is a
 //! thread's own scratch in L2 (fp32_product_transposed_a_in_place) that still pays: without it
