@@ -105,6 +105,23 @@ struct packed_a {
   __m512 load(index_t p, int v) const { return _mm512_load_ps(a + (p * Vectors + v) * 16); }
 };
 
+//! A read where it lies, not packed: row i of step p is source[i + p·ld] for i < rows (zeros past
+//! them). For a product small enough to sit in L1 (fp32_product_in_place), and what packing_a
+//! reads.
+template <int Vectors>
+struct a_in_place {
+  const float* source;
+  index_t ld;
+  __mmask16 rows[Vectors];
+  a_in_place(const float* source_, index_t ld_, index_t count) : source(source_), ld(ld_) {
+    for (int v = 0; v < Vectors; ++v) rows[v] = first_lanes(count - 16 * v);
+  }
+  void ask_ahead(index_t) const {}
+  __m512 load(index_t p, int v) const {
+    return _mm512_maskz_loadu_ps(rows[v], source + p * ld + 16 * v);
+  }
+};
+
 //! A read where it lies, and packed on the way: row i of step p is source[i + p·ld] for i < rows
 //! (zeros past them), and each step's vectors are also stored at `out` as pack_fp32<true> stores
 //! them, for the panel's later tiles to read as packed_a. The lines of step p + `distance` are
@@ -123,43 +140,23 @@ struct packed_a {
 //! distances (32, 64) were slower in the step. fp32_kernel::packs_a_in_first_tiles says for
 //! which blocks.
 template <int Vectors>
-struct packing_a {
+struct packing_a : a_in_place<Vectors> {
   static constexpr index_t distance = 16;
-  const float* source;
-  index_t ld, k;
+  index_t k;
   float* out;
-  __mmask16 rows[Vectors];
   packing_a(const float* source_, index_t ld_, index_t k_, index_t count, float* out_)
-      : source(source_), ld(ld_), k(k_), out(out_) {
-    for (int v = 0; v < Vectors; ++v) rows[v] = first_lanes(count - 16 * v);
-  }
+      : a_in_place<Vectors>(source_, ld_, count), k(k_), out(out_) {}
   void ask_ahead(index_t p) const {
     if (p + distance >= k) return;
 #pragma GCC unroll 2
     for (int v = 0; v < Vectors; ++v)
-      _mm_prefetch(reinterpret_cast<const char*>(source + (p + distance) * ld + 16 * v),
+      _mm_prefetch(reinterpret_cast<const char*>(this->source + (p + distance) * this->ld + 16 * v),
                    _MM_HINT_T0);
   }
   __m512 load(index_t p, int v) const {
-    const __m512 x = _mm512_maskz_loadu_ps(rows[v], source + p * ld + 16 * v);
+    const __m512 x = a_in_place<Vectors>::load(p, v);
     _mm512_store_ps(out + (p * Vectors + v) * 16, x);
     return x;
-  }
-};
-
-//! A read where it lies, not packed: row i of step p is source[i + p·ld] for i < rows (zeros past
-//! them). For a product small enough to sit in L1 (fp32_product_in_place).
-template <int Vectors>
-struct a_in_place {
-  const float* source;
-  index_t ld;
-  __mmask16 rows[Vectors];
-  a_in_place(const float* source_, index_t ld_, index_t count) : source(source_), ld(ld_) {
-    for (int v = 0; v < Vectors; ++v) rows[v] = first_lanes(count - 16 * v);
-  }
-  void ask_ahead(index_t) const {}
-  __m512 load(index_t p, int v) const {
-    return _mm512_maskz_loadu_ps(rows[v], source + p * ld + 16 * v);
   }
 };
 

@@ -248,6 +248,9 @@ void blocked_product(packed_panels<typename Kernel::packed>& p,
                      index_t ldc,
                      double* squares = nullptr) {
   constexpr index_t mr = Kernel::mr, nr = Kernel::nr;
+  // Whether some blocks of A may be packed by their first tiles (an untransposed A, a kernel
+  // that can).
+  constexpr bool may_pack_in_tiles = !TransA && packs_a_in_tiles<Kernel>;
   // op(A)(i, l) = a[i + l·lda], or a[i·lda + l] transposed; op(B)(l, j) = b[l + j·ldb], or
   // b[l·ldb + j] transposed. A micro-panel of B holds columns j of op(B): k runs along B's
   // contiguous index unless B is transposed.
@@ -276,8 +279,7 @@ void blocked_product(packed_panels<typename Kernel::packed>& p,
         };
         // A block the kernel packs in its panels' first tiles (jr = 0 below) is not packed here.
         bool pack_in_tiles = false;
-        if constexpr (!TransA && packs_a_in_tiles<Kernel>)
-          pack_in_tiles = Kernel::packs_a_in_first_tiles(kc);
+        if constexpr (may_pack_in_tiles) pack_in_tiles = Kernel::packs_a_in_first_tiles(kc);
         if constexpr (TransA) {
           // Each panel's rows are contiguous runs along k: one pass per panel.
           for (index_t ir = 0; ir < mc; ir += mr) pack_a(ir, 0, kc);
@@ -303,7 +305,7 @@ void blocked_product(packed_panels<typename Kernel::packed>& p,
             const auto* bp = p.b.data() + jr * steps;
             float* cp = c + (ic + ir) + (jc + jr) * ldc;
             const auto tile = [&]<int Vectors>() {
-              if constexpr (!TransA && packs_a_in_tiles<Kernel>) {
+              if constexpr (may_pack_in_tiles) {
                 if (pack_in_tiles && jr == 0) {
                   Kernel::template tile_packing_a<Vectors>(steps, a_at(ic + ir, pc), lda, ap, bp,
                                                            alpha, beta_block, cp, ldc, rows, cols,
