@@ -667,6 +667,23 @@ TEST_CASE("A packed by its panels' first tiles gives the bits of A packed ahead"
   }
 }
 
+//! The operands of a product C[m, n] = A·B + β·C (A [m, k] or [k, m], B [k, n] or [n, k]) each
+//! ending against a page that faults when touched: A and B hold small integers (exact sums in any
+//! order), C and the copy the reference writes, `expected`, hold 0.5.
+struct guarded_operands {
+  dafuse::test::guarded_array<float> a, b, c;
+  std::vector<float> expected;
+  guarded_operands(index_t m, index_t n, index_t k)
+      : a(std::size_t(m * k)),
+        b(std::size_t(k * n)),
+        c(std::size_t(m * n)),
+        expected(std::size_t(m * n)) {
+    for (index_t i = 0; i < m * k; ++i) a[std::size_t(i)] = float(i % 7) - 3.0f;
+    for (index_t i = 0; i < k * n; ++i) b[std::size_t(i)] = float(i % 5) - 2.0f;
+    for (index_t i = 0; i < m * n; ++i) c[std::size_t(i)] = expected[std::size_t(i)] = 0.5f;
+  }
+};
+
 TEST_CASE("a product of one panel and one block of terms reads both operands in place") {
   // C = α·A·op(B) + β·C with m ≤ 32 rows and k ≤ 256 terms runs with neither operand packed
   // (fp32_product_in_place). It must give what blocked_product gives, C and Σ c² bit for bit,
@@ -699,12 +716,8 @@ TEST_CASE("a product of one panel and one block of terms reads both operands in 
   // or column, no value past B's last, no value of C past its last is read or written.
   for (const bool trans_b : {false, true}) {
     const index_t m = 15, n = 13, k = 64;
-    dafuse::test::guarded_array<float> a(std::size_t(m * k)), b(std::size_t(k * n)),
-        c(std::size_t(m * n));
-    std::vector<float> expected(std::size_t(m * n));
-    for (index_t i = 0; i < m * k; ++i) a[std::size_t(i)] = float(i % 7) - 3.0f;
-    for (index_t i = 0; i < k * n; ++i) b[std::size_t(i)] = float(i % 5) - 2.0f;
-    for (index_t i = 0; i < m * n; ++i) c[std::size_t(i)] = expected[std::size_t(i)] = 0.5f;
+    guarded_operands operands(m, n, k);
+    auto& [a, b, c, expected] = operands;
     detail::fp32_panels p = detail::make_fp32_panels(m, n, k);
     if (trans_b) {
       REQUIRE(detail::fp32_product_in_place<true>(m, n, k, 1.0f, a.data(), m, b.data(), n, 0.5f,
@@ -779,12 +792,8 @@ TEST_CASE("an input-gradient product with a large A reads it in place and gives 
   // partial column tile.
   for (const index_t n : {17, 70}) {
     const index_t m = 131, k = 1001;
-    dafuse::test::guarded_array<float> a(std::size_t(k * m)), b(std::size_t(k * n)),
-        c(std::size_t(m * n));
-    std::vector<float> expected(std::size_t(m * n));
-    for (index_t i = 0; i < k * m; ++i) a[std::size_t(i)] = float(i % 7) - 3.0f;
-    for (index_t i = 0; i < k * n; ++i) b[std::size_t(i)] = float(i % 5) - 2.0f;
-    for (index_t i = 0; i < m * n; ++i) c[std::size_t(i)] = expected[std::size_t(i)] = 0.5f;
+    guarded_operands operands(m, n, k);
+    auto& [a, b, c, expected] = operands;
     detail::fp32_panels p = detail::make_fp32_panels(m, k, k);
     REQUIRE(detail::fp32_product_transposed_a_in_place(p, m, n, k, 1.0f, a.data(), k, b.data(), k,
                                                        0.5f, c.data(), m));
