@@ -24,22 +24,29 @@ using other_net =
 
 }  // namespace
 
-TEST_CASE("dann_net lays out G_f, G_y and G_d one after another in the flat buffer") {
+TEST_CASE("dann_net lays out G_f, G_y and G_d in order, each module on a 64-byte boundary") {
   // G_f: 6·8 + 8 = 56, 8·5 + 5 = 45; G_y: 5·3 + 3 = 18; G_d: 5·4 + 4 = 24, 4·1 + 1 = 5.
+  CHECK(net::module_alignment == 16);
   CHECK(net::feature_stack::param_count == 101);
   CHECK(net::classifier_stack::param_count == 18);
   CHECK(net::discriminator_stack::param_count == 29);
   CHECK(net::features_offset == 0);
-  CHECK(net::classifier_offset == 101);
-  CHECK(net::discriminator_offset == 119);
-  CHECK(net::task_param_count == 119);
-  CHECK(net::param_count == 148);
+  CHECK(net::classifier_offset == 112);     // 101 rounded up to a multiple of 16
+  CHECK(net::discriminator_offset == 144);  // 112 + 18 = 130, rounded up
+  CHECK(net::task_param_count == 144);
+  CHECK(net::param_count == 173);  // 144 + 29: no padding after the last module
 
   // G_f: 4·6 + 6 = 30; G_y: 6·5 + 5 = 35, 5·2 + 2 = 12; G_d: 6·1 + 1 = 7.
-  CHECK(other_net::classifier_offset == 30);
-  CHECK(other_net::discriminator_offset == 77);
-  CHECK(other_net::task_param_count == 77);
-  CHECK(other_net::param_count == 84);
+  CHECK(other_net::classifier_offset == 32);
+  CHECK(other_net::discriminator_offset == 80);  // 32 + 47 = 79, rounded up
+  CHECK(other_net::task_param_count == 80);
+  CHECK(other_net::param_count == 87);
+
+  // Modules whose sizes are multiples of 16 are packed end to end.
+  using wide = nn::dann_net<nn::mlp<32, 16, nn::relu>, nn::linear<16, 16>, nn::linear<16, 1>>;
+  CHECK(wide::classifier_offset == 32 * 16 + 16);
+  CHECK(wide::discriminator_offset == wide::classifier_offset + 16 * 16 + 16);
+  CHECK(wide::param_count == wide::discriminator_offset + 17);
 }
 
 TEST_CASE("dann_net derives its input, feature and class widths from the modules") {

@@ -33,19 +33,33 @@ std::vector<float> load(const std::string& name) {
 }
 
 // PyTorch flattens each weight row-major [out, in]; dafuse stores it column-major [out, in].
-// Biases are the same in both. Converts a flat PyTorch parameter vector to dafuse's layout.
+// Biases are the same in both. PyTorch's tensors follow each other; dafuse starts each module at
+// its aligned offset (nn::dann_net::module_alignment) with zeros between. Converts a flat PyTorch
+// parameter vector to dafuse's layout.
 std::vector<float> to_dafuse_layout(const std::vector<float>& torch_flat) {
   const auto shapes = df::data::load_npy<std::int32_t>(vectors / "param_shapes.npy").values;
-  std::vector<float> out(torch_flat.size());
-  std::size_t offset = 0;
-  for (std::size_t t = 0; t < shapes.size() / 2; ++t) {
-    const std::size_t rows = std::size_t(shapes[2 * t]), cols = std::size_t(shapes[2 * t + 1]);
-    for (std::size_t r = 0; r < rows; ++r)
-      for (std::size_t c = 0; c < cols; ++c)
-        out[offset + c * rows + r] = torch_flat[offset + r * cols + c];
-    offset += rows * cols;
+  // A weight and a bias per layer, module by module.
+  const std::size_t module_tensors[] = {2 * torch_net::feature_stack::depth,
+                                        2 * torch_net::classifier_stack::depth,
+                                        2 * torch_net::discriminator_stack::depth};
+  const std::size_t module_offsets[] = {torch_net::features_offset, torch_net::classifier_offset,
+                                        torch_net::discriminator_offset};
+  std::vector<float> out(std::size_t(torch_net::param_count), 0.0f);
+  std::size_t from = 0, t = 0;
+  for (std::size_t module = 0; module < 3; ++module) {
+    std::size_t to = module_offsets[module];
+    for (const std::size_t end = t + module_tensors[module]; t < end; ++t) {
+      REQUIRE(2 * t + 1 < shapes.size());
+      const std::size_t rows = std::size_t(shapes[2 * t]), cols = std::size_t(shapes[2 * t + 1]);
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < cols; ++c)
+          out[to + c * rows + r] = torch_flat[from + r * cols + c];
+      from += rows * cols;
+      to += rows * cols;
+    }
   }
-  REQUIRE(offset == torch_flat.size());
+  REQUIRE(2 * t == shapes.size());
+  REQUIRE(from == torch_flat.size());
   return out;
 }
 

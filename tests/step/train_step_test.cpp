@@ -85,6 +85,33 @@ TEST_CASE("source-only steps leave the discriminator's parameters untouched") {
   CHECK(s.input().cols == 4);  // only source rows
 }
 
+TEST_CASE("the padding before G_y and G_d stays zero through initialisation and training") {
+  // G_f holds 4·8 + 8 = 40 values and G_y 8·3 + 3 = 27: 8 and 5 values of padding follow them.
+  static_assert(net::classifier_offset == 48 && net::discriminator_offset == 80);
+  const auto padding_is_zero = [](std::span<const float> values) {
+    for (df::index_t i = net::feature_stack::param_count; i < net::classifier_offset; ++i)
+      if (values[std::size_t(i)] != 0.0f) return false;
+    for (df::index_t i = net::classifier_offset + net::classifier_stack::param_count;
+         i < net::discriminator_offset; ++i)
+      if (values[std::size_t(i)] != 0.0f) return false;
+    return true;
+  };
+  // Weight decay and momentum would move any padding value that was not zero.
+  dann_step s(df::fit_args{.batch = 4, .lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.1f});
+  CHECK(padding_is_zero(s.parameters()));
+  for (std::uint32_t k = 0; k < 3; ++k) {
+    random_batch(s, k);
+    s.run();
+  }
+  CHECK(padding_is_zero(s.parameters()));
+  CHECK(padding_is_zero(s.gradients()));
+  CHECK(padding_is_zero(s.optimizer_state()));
+  // Re-drawing the weights zeroes padding a caller wrote through parameters().
+  s.parameters()[std::size_t(net::classifier_offset - 1)] = 1.0f;
+  s.initialize_parameters(7);
+  CHECK(padding_is_zero(s.parameters()));
+}
+
 TEST_CASE("the step follows Ganin's schedules of lambda and learning rate") {
   dann_step s(df::fit_args{.steps = 10, .batch = 2, .lr = 0.5f, .lambda_max = 0.8f});
   for (int t = 0; t < 10; ++t) {

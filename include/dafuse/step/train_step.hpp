@@ -56,10 +56,12 @@ struct is_dann_net : std::false_type {};
 template <class F, class Y, class D>
 struct is_dann_net<nn::dann_net<F, Y, D>> : std::true_type {};
 
-//! Draws a network's initial parameters from `seed`: G_f, then G_y, then G_d, from one stream.
-//! Every step type initialises through here, so equal seeds give equal weights.
+//! Draws a network's initial parameters from `seed`: G_f, then G_y, then G_d, from one stream,
+//! and zeroes the padding between the modules (nn::dann_net::module_alignment). Every step type
+//! initialises through here, so equal seeds give equal weights.
 template <class Net, class T>
 void initialize_network(T* params, std::uint64_t seed, nn::weight_init init) {
+  std::fill_n(params, Net::param_count, T(0));
   counter_rng rng(seed, rng_stream::init);
   nn::initialize<typename Net::feature_stack>(params + Net::features_offset, rng, init);
   nn::initialize<typename Net::classifier_stack>(params + Net::classifier_offset, rng, init);
@@ -187,7 +189,8 @@ class train_step {
     const index_t b = args_.batch;
     const index_t rows = feature_rows();
     params_ = buffer<value_type, System>(Net::param_count);
-    if constexpr (mixed) working_params_ = buffer<value_type, System>(Net::param_count);
+    if constexpr (mixed)
+      working_params_ = buffer<value_type, System>(Net::param_count, value_type(0));
     grads_ = buffer<value_type, System>(Net::param_count, value_type(0));
     optim_state_ =
         buffer<value_type, System>(Net::param_count * Optim::state_per_param, value_type(0));
