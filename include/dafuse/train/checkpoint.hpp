@@ -48,8 +48,10 @@
 
 namespace dafuse {
 
-//! Version of the file layout this build writes and reads.
-inline constexpr std::uint32_t checkpoint_version = 1;
+//! Version of the file layout this build writes and reads. 2: each module's parameters start on
+//! a 64-byte boundary (nn::dann_net::module_alignment), so a network whose G_f or G_y size is not
+//! a multiple of 16 holds more values than in a version-1 file, which is refused by its version.
+inline constexpr std::uint32_t checkpoint_version = 2;
 
 //! Where a training run stands besides the step itself: what `fit` needs to continue its loop.
 struct run_position {
