@@ -10,6 +10,7 @@
 //! no layer and stay zero (see module_alignment).
 #pragma once
 #include <dafuse/config.hpp>
+#include <dafuse/core/meta.hpp>
 #include <dafuse/nn/dense.hpp>
 
 namespace dafuse::nn {
@@ -56,16 +57,13 @@ struct dann_net {
   //! touched two lines. Aligned, that fp32 step took 2419-2504 µs against 2511-2673 µs packed (six
   //! runs of 300 steps each way, alternated; 2 threads).
   static constexpr index_t module_alignment = 16;
-  //! The first multiple of module_alignment at or after `offset`.
-  static constexpr index_t aligned(index_t offset) {
-    return (offset + module_alignment - 1) / module_alignment * module_alignment;
-  }
 
   //! First parameter of each module in the flat buffer.
   static constexpr index_t features_offset = 0;
-  static constexpr index_t classifier_offset = aligned(feature_stack::param_count);
+  static constexpr index_t classifier_offset =
+      round_up(feature_stack::param_count, module_alignment);
   static constexpr index_t discriminator_offset =
-      aligned(classifier_offset + classifier_stack::param_count);
+      round_up(classifier_offset + classifier_stack::param_count, module_alignment);
   //! Parameters of G_f and G_y with the padding after each: what a source-only step trains.
   static constexpr index_t task_param_count = discriminator_offset;
   static constexpr index_t param_count = discriminator_offset + discriminator_stack::param_count;

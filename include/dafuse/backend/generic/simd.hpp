@@ -52,11 +52,6 @@ struct packed_panels {
   index_t mc = 0, kc = 0, nc = 0;
 };
 
-//! x rounded up to a multiple of `to`.
-inline index_t round_up(index_t x, index_t to) {
-  return (x + to - 1) / to * to;
-}
-
 //! Asks for the cache lines of x[0, count), one request per 64-byte line, to be written (ForWrite:
 //! PREFETCHW on x86) or only read. On 2 cores a line that both have read since it was last
 //! written is in both caches, and the first write to it waits for the other core's copy to be
