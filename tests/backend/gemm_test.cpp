@@ -413,6 +413,41 @@ TEST_CASE("a split along k gives the same C with a team smaller than the split")
   CHECK(small_team.second == whole_team.second);
 }
 
+TEST_CASE("a split product gives the same C and finisher sum on a held team") {
+  // A step holds one team for all its products (team.hpp): each product's blocks then run on the
+  // held threads, a split along k meeting at the team's own barrier. Splits of 2 and 3 blocks (a
+  // team of 2 takes the third block on thread 0), along k, C's rows and C's columns.
+  constexpr index_t m = 300, n = 64, k = 700;
+  const matrix<float> a(m, k, 0, 7), b(k, n, 0, 8);
+  generic::gemm_workspace<float> ws(m, n, k, 3);
+  ws.reserve_partial_sums(m * n);
+  const auto sum_of = [](float* blk, index_t rows, index_t cols, index_t ld) {
+    double s = 0;
+    for (index_t j = 0; j < cols; ++j)
+      for (index_t i = 0; i < rows; ++i) s += blk[i + j * ld];
+    return s;
+  };
+  for (const product_split& split :
+       {product_split::even(split_along::depth, k, 2, ws.row_tile),
+        product_split::even(split_along::depth, k, 3, ws.row_tile),
+        product_split::even(split_along::rows, m, 3, ws.row_tile),
+        product_split::even(split_along::columns, n, 2, ws.col_tile)}) {
+    CAPTURE(int(split.along));
+    CAPTURE(split.threads);
+    const auto run = [&] {
+      std::vector<float> c(std::size_t(m * n));
+      const double sum = generic::gemm<op::none, op::none>(
+          ws, m, n, k, 1.0f, a.v.data(), m, b.v.data(), k, 0.0f, c.data(), m, sum_of, split);
+      return std::pair{c, sum};
+    };
+    const auto own_region = run();
+    std::pair<std::vector<float>, double> held_team;
+    generic::with_thread_team(true, [&] { held_team = run(); });
+    CHECK(held_team.first == own_region.first);
+    CHECK(held_team.second == own_region.second);
+  }
+}
+
 TEST_CASE("gemm refuses a split it has no room or threads for") {
   constexpr index_t m = 64, n = 32, k = 256;
   const matrix<float> a(m, k, 0, 1), b(k, n, 0, 2);

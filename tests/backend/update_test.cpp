@@ -3,7 +3,8 @@
 // PyTorch's SGD formula (clamped and not, several modules with their own scale and learning
 // rate), and the same bits however it is split: one thread, equal slices, the splits of the
 // weight gradients' products (by rows, by columns, on one thread, biases between), with a team
-// smaller or larger than those splits; Adam's two state values likewise. Also gemm.hpp's
+// smaller or larger than those splits, in an OpenMP region of its own or on a held team
+// (team.hpp); Adam's two state values likewise. Also gemm.hpp's
 // split_for, which those splits come from.
 #include <dafuse/backend/generic/update.hpp>
 #include "../check.hpp"
@@ -85,20 +86,24 @@ constexpr sgd_coefficients sgd_task{0.1f, 0.9f, 0.0f, 1e-3f, false, false};
 constexpr sgd_coefficients sgd_head{0.01f, 0.5f, 0.1f, 0.0f, false, false};
 
 //! Parameters and momentum after one SGD update (limit: the clamp, ∞ for none) with `threads`,
-//! `split` and `weights` as given.
+//! `split` and `weights` as given; with `held`, on a team held as a step holds it
+//! (backend/generic/team.hpp) instead of an OpenMP region of its own.
 struct sgd_result {
   std::vector<float> params, state;
 };
 sgd_result sgd_update(int threads,
                       bool split,
                       std::span<const generic::weight_block> weights,
-                      double limit) {
+                      double limit,
+                      bool held = false) {
   thread_count scope(threads);
   sgd_result r{random_values(layout::end, 1), random_values(layout::end, 3)};
   const std::vector<float> grads = random_values(layout::end, 2);
-  generic::update_parameters<dafuse::optim::sgd, dafuse::system::omp>(
-      r.params.data(), grads.data(), r.state.data(), layout::end,
-      two_modules<dafuse::optim::sgd>(sgd_task, sgd_head), limit, split, weights);
+  generic::with_thread_team(held, [&] {
+    generic::update_parameters<dafuse::optim::sgd, dafuse::system::omp>(
+        r.params.data(), grads.data(), r.state.data(), layout::end,
+        two_modules<dafuse::optim::sgd>(sgd_task, sgd_head), limit, split, weights);
+  });
   return r;
 }
 
@@ -176,6 +181,9 @@ TEST_CASE("the SGD update matches a plain loop and gives the same bits however i
         const sgd_result owned = sgd_update(team, true, blocks, limit);
         CHECK(owned.params == serial.params);
         CHECK(owned.state == serial.state);
+        const sgd_result on_held_team = sgd_update(team, true, blocks, limit, true);
+        CHECK(on_held_team.params == serial.params);
+        CHECK(on_held_team.state == serial.state);
       }
     }
   }
@@ -217,20 +225,24 @@ TEST_CASE("Adam's update gives the same bits with its two state values however i
 }
 
 TEST_CASE("for_each_slice covers a range once, in slices of whole cache lines on every thread") {
-  for (int threads : {1, 2, 3}) {
+  for (const auto& [threads, held] :
+       {std::pair{1, false}, {2, false}, {3, false}, {2, true}, {3, true}}) {
     CAPTURE(threads);
+    CAPTURE(held);  // in a held team (team.hpp) or an OpenMP region of its own
     thread_count scope(threads);
     for (index_t n : {index_t(0), index_t(100), generic::update_parallel_min + 37}) {
       CAPTURE(n);
       std::vector<int> visits(static_cast<std::size_t>(n + 10), 0);
       std::vector<std::pair<index_t, index_t>> slices(8, {-1, -1});
-      generic::for_each_slice<dafuse::system::omp, float>(5, 5 + n, [&](index_t b, index_t e) {
+      generic::with_thread_team(held, [&] {
+        generic::for_each_slice<dafuse::system::omp, float>(5, 5 + n, [&](index_t b, index_t e) {
 #if defined(_OPENMP)
-        slices[static_cast<std::size_t>(omp_get_thread_num())] = {b, e};
+          slices[static_cast<std::size_t>(omp_get_thread_num())] = {b, e};
 #else
-        slices[0] = {b, e};
+          slices[0] = {b, e};
 #endif
-        for (index_t i = b; i < e; ++i) ++visits[static_cast<std::size_t>(i)];
+          for (index_t i = b; i < e; ++i) ++visits[static_cast<std::size_t>(i)];
+        });
       });
       std::vector<int> once(visits.size(), 0);
       std::fill_n(once.begin() + 5, n, 1);

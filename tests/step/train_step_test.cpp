@@ -68,6 +68,35 @@ TEST_CASE("a label outside [0, classes) is an error, not a silent wrong gradient
   CHECK(std::equal(before.begin(), before.end(), s.parameters().begin()));
 }
 
+TEST_CASE("a step that holds a thread team gives a label error back and trains on after it") {
+  // Products of 2·512·512·64 FLOP split among the threads, so run() holds one OpenMP team
+  // (backend/generic/team.hpp) and the label check throws on the team's first thread: the error
+  // must reach the caller with the team released, and the step must go on as if it had not been.
+  using wide_net = df::nn::dann_net<df::nn::mlp<512, 512, df::nn::relu>, df::nn::linear<512, 3>,
+                                    df::nn::mlp<512, 512, 1, df::nn::relu>>;
+  using wide_step = df::train_step<wide_net, df::loader::resident, df::precision::fp32,
+                                   df::clip::none, df::head::dann<>, df::optim::sgd>;
+  const df::fit_args args{.batch = 32, .lr = 0.05f, .momentum = 0.9f};
+  wide_step failed(args), clean(args);
+  random_batch(failed, 0);
+  random_batch(clean, 0);
+  const std::vector<float> before(failed.parameters().begin(), failed.parameters().end());
+  const std::int32_t label = failed.source_labels()[5];
+  failed.source_labels()[5] = -1;
+  CHECK_THROWS_WITH_AS(
+      failed.run(), doctest::Contains("source_labels()[5]: expected a class in [0, 3)"), df::error);
+  CHECK(std::equal(before.begin(), before.end(), failed.parameters().begin()));
+  failed.source_labels()[5] = label;
+  for (int k = 0; k < 2; ++k) {
+    failed.run();
+    clean.run();
+  }
+  CHECK(std::equal(clean.parameters().begin(), clean.parameters().end(),
+                   failed.parameters().begin()));
+  CHECK(std::equal(clean.optimizer_state().begin(), clean.optimizer_state().end(),
+                   failed.optimizer_state().begin()));
+}
+
 TEST_CASE("source-only steps leave the discriminator's parameters untouched") {
   source_only_step s(df::fit_args{.batch = 4, .lr = 0.1f, .weight_decay = 0.1f});
   const std::vector<float> before(s.parameters().begin(), s.parameters().end());

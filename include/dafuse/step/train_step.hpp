@@ -241,6 +241,9 @@ class train_step {
     add_weight_blocks<feature_stack>(Net::features_offset, rows, next);
     add_weight_blocks<classifier_stack>(Net::classifier_offset, b, next);
     add_weight_blocks<discriminator_stack>(Net::discriminator_offset, rows, next);
+    holds_team_ = std::is_same_v<System, system::omp> &&
+                  std::any_of(weight_blocks_.begin(), weight_blocks_.end(),
+                              [](const auto& w) { return w.split.threads > 1; });
     initialize_parameters(args_.seed);
   }
 
@@ -278,60 +281,20 @@ class train_step {
   std::span<std::int32_t> source_labels() { return {labels_.data(), labels_.size()}; }
 
   //! One training step on input() and source_labels(): forward, losses, backward, clip, update.
+  //! A step whose products split among threads runs in one OpenMP team held throughout
+  //! (backend/generic/team.hpp).
   step_report run() {
-    const progress now{step_index_, args_.steps};
-    const double lambda = adversarial ? double(args_.lambda_max) * schedule_type::lambda(now) : 0.0;
-    const double lr = double(args_.lr) * schedule_type::lr_factor(now);
-    step_report report = compute_gradients(lambda);
-    report.lr = lr;
-    profile_scope timing(profiler_, phase::update);
-    // A non-finite gradient (an fp16 overflow, a NaN that reached the batch) would corrupt every
-    // parameter it touches: skip the update instead and say so; the schedule still advances and
-    // a dynamic loss scaler backs off.
-    const bool overflow = !std::isfinite(report.grad_norm);
-    loss_scale_type::update(loss_scale_, overflow, args_);
-    if (overflow) {
-      report.skipped = true;
-      ++step_index_;
-      return report;
-    }
-    // Clip on the unscaled norms, then fold the unscaling 1/S into each module's scale.
-    clip_scales clip = Clip::scales(norms_, args_);
-    const double unscale = 1.0 / report.loss_scale;
-    clip.task *= unscale;
-    clip.discriminator *= unscale;
-    using region = backend::generic::update_region<Optim, value_type>;
-    const auto module_region = [&](index_t begin, index_t end, double scale, float lr_mult) {
-      return region{begin, end, value_type(scale),
-                    Optim::template make<value_type>(args_, lr * double(lr_mult), step_index_)};
-    };
-    const std::array<region, 3> regions{
-        module_region(Net::features_offset, Net::classifier_offset, clip.task,
-                      args_.lr_mult.features),
-        module_region(Net::classifier_offset, Net::discriminator_offset, clip.task,
-                      args_.lr_mult.classifier),
-        // Without an adversarial head G_d is not trained: an empty range.
-        module_region(Net::discriminator_offset, trained_param_count, clip.discriminator,
-                      args_.lr_mult.discriminator)};
-    // A sparse step runs no parallel region before its update (backend/generic/update.hpp).
-    // A dense step's threads each update the weights whose gradients they wrote.
-    backend::generic::update_parameters<Optim, System>(
-        params_.data(), grads_.data(), optim_state_.data(), Net::param_count, regions, clip.limit,
-        !sparse_input, weight_blocks_);
-    ++step_index_;
+    step_report report;
+    backend::generic::with_thread_team(holds_team_, [&] { report = train_once(); });
     return report;
   }
 
   //! Forward and backward only: fills gradients() for the current parameters with reversal
   //! weight λ and returns the losses; no parameter changes. Used by run() and by gradient checks.
   step_report compute_gradients(double lambda) {
-    if constexpr (sparse_input) {
-      return compute_gradients_on(prepare_sparse_batch(), lambda);
-    } else {
-      // A sparse batch's values are rounded as the first layer reads them; a dense one here.
-      if constexpr (mixed) round_in_place(input().data, input_width * feature_rows());
-      return compute_gradients_on(matrix_view<const value_type>(input()), lambda);
-    }
+    step_report report;
+    backend::generic::with_thread_team(holds_team_, [&] { report = gradients_of_batch(lambda); });
+    return report;
   }
 
   //! Where `infer` writes its results for n samples; a null pointer skips that output. Each
@@ -430,6 +393,62 @@ class train_step {
   const fit_args& args() const { return args_; }
 
  private:
+  // run() on the calling thread and its held team.
+  step_report train_once() {
+    const progress now{step_index_, args_.steps};
+    const double lambda = adversarial ? double(args_.lambda_max) * schedule_type::lambda(now) : 0.0;
+    const double lr = double(args_.lr) * schedule_type::lr_factor(now);
+    step_report report = gradients_of_batch(lambda);
+    report.lr = lr;
+    profile_scope timing(profiler_, phase::update);
+    // A non-finite gradient (an fp16 overflow, a NaN that reached the batch) would corrupt every
+    // parameter it touches: skip the update instead and say so; the schedule still advances and
+    // a dynamic loss scaler backs off.
+    const bool overflow = !std::isfinite(report.grad_norm);
+    loss_scale_type::update(loss_scale_, overflow, args_);
+    if (overflow) {
+      report.skipped = true;
+      ++step_index_;
+      return report;
+    }
+    // Clip on the unscaled norms, then fold the unscaling 1/S into each module's scale.
+    clip_scales clip = Clip::scales(norms_, args_);
+    const double unscale = 1.0 / report.loss_scale;
+    clip.task *= unscale;
+    clip.discriminator *= unscale;
+    using region = backend::generic::update_region<Optim, value_type>;
+    const auto module_region = [&](index_t begin, index_t end, double scale, float lr_mult) {
+      return region{begin, end, value_type(scale),
+                    Optim::template make<value_type>(args_, lr * double(lr_mult), step_index_)};
+    };
+    const std::array<region, 3> regions{
+        module_region(Net::features_offset, Net::classifier_offset, clip.task,
+                      args_.lr_mult.features),
+        module_region(Net::classifier_offset, Net::discriminator_offset, clip.task,
+                      args_.lr_mult.classifier),
+        // Without an adversarial head G_d is not trained: an empty range.
+        module_region(Net::discriminator_offset, trained_param_count, clip.discriminator,
+                      args_.lr_mult.discriminator)};
+    // A sparse step runs no parallel region before its update (backend/generic/update.hpp).
+    // A dense step's threads each update the weights whose gradients they wrote.
+    backend::generic::update_parameters<Optim, System>(
+        params_.data(), grads_.data(), optim_state_.data(), Net::param_count, regions, clip.limit,
+        !sparse_input, weight_blocks_);
+    ++step_index_;
+    return report;
+  }
+
+  // compute_gradients() on the calling thread and its held team.
+  step_report gradients_of_batch(double lambda) {
+    if constexpr (sparse_input) {
+      return compute_gradients_on(prepare_sparse_batch(), lambda);
+    } else {
+      // A sparse batch's values are rounded as the first layer reads them; a dense one here.
+      if constexpr (mixed) round_in_place(input().data, input_width * feature_rows());
+      return compute_gradients_on(matrix_view<const value_type>(input()), lambda);
+    }
+  }
+
   //! Records the weight matrices of `Stack`, whose parameters start at `offset`, from
   //! weight_blocks_[next] on: ∂L/∂W = δz·xᵀ is a [out, in] product over `columns` samples.
   template <class Stack>
@@ -698,6 +717,9 @@ class train_step {
   std::array<backend::generic::weight_block,
              feature_stack::depth + classifier_stack::depth + discriminator_stack::depth>
       weight_blocks_{};
+  // Whether run() and compute_gradients() hold one OpenMP team for the whole step: only when
+  // some product splits among threads (a step that splits nothing would pay for the region).
+  bool holds_team_ = false;
   grad_norms norms_;
   loss_scale_state loss_scale_;
   index_t step_index_ = 0;

@@ -13,6 +13,7 @@
 #include <dafuse/config.hpp>
 
 #include <dafuse/backend/generic/gemm_fp32.hpp>
+#include <dafuse/backend/generic/team.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 
@@ -519,15 +520,7 @@ double split_product(const product_split& split,
     const auto partial = [&](int t) {
       return scratch.partial_sums + (t - 1) * scratch.partial_room;
     };
-#if defined(_OPENMP)
-#pragma omp parallel num_threads(std::max(split.threads, sums.threads))
-#endif
-    {
-#if defined(_OPENMP)
-      const int me = omp_get_thread_num(), team = omp_get_num_threads();
-#else
-      const int me = 0, team = 1;
-#endif
+    run_on_team(std::max(split.threads, sums.threads), [&](int me, int team, auto&& sync) {
       for (int t = me; t < split.threads; t += team) {
         const auto [first, end] = split.range(t);
         if (end <= first) continue;
@@ -540,9 +533,7 @@ double split_product(const product_split& split,
         else
           block(t, m, n, end - first, at, bt, partial(t), m, true, nullptr);
       }
-#if defined(_OPENMP)
-#pragma omp barrier
-#endif
+      sync();
       for (int r = me; r < sums.threads; r += team) {
         const auto [first, end] = sums.range(r);
         block_sums[r] = 0.0;
@@ -558,29 +549,28 @@ double split_product(const product_split& split,
         }
         block_sums[r] = finish(c + first * ldc, m, end - first, ldc);
       }
-    }
+    });
   } else {
-#if defined(_OPENMP)
-#pragma omp parallel for num_threads(split.threads) schedule(static)
-#endif
-    for (int t = 0; t < split.threads; ++t) {
-      const auto [first, end] = split.range(t);
-      const index_t count = end - first;
-      block_sums[t] = 0.0;
-      if (count <= 0) continue;
-      double share = 0.0;  // the threads' shares sit in one cache line: add up locally
-      // Row i of op(A): row i of A, or column i of A when transposed; column j of op(B) likewise.
-      if (split.along == split_along::rows) {
-        if (!block(t, count, n, k, OpA == op::none ? a + first : a + first * lda, b, c + first, ldc,
-                   false, squares_of(share)))
-          share = finish(c + first, count, n, ldc);
-      } else {
-        if (!block(t, m, count, k, a, OpB == op::none ? b + first * ldb : b + first,
-                   c + first * ldc, ldc, false, squares_of(share)))
-          share = finish(c + first * ldc, m, count, ldc);
+    run_on_team(split.threads, [&](int me, int team, auto&&) {
+      for (int t = me; t < split.threads; t += team) {
+        const auto [first, end] = split.range(t);
+        const index_t count = end - first;
+        block_sums[t] = 0.0;
+        if (count <= 0) continue;
+        double share = 0.0;  // the threads' shares sit in one cache line: add up locally
+        // Row i of op(A): row i of A, or column i of A when transposed; column j of op(B) likewise.
+        if (split.along == split_along::rows) {
+          if (!block(t, count, n, k, OpA == op::none ? a + first : a + first * lda, b, c + first,
+                     ldc, false, squares_of(share)))
+            share = finish(c + first, count, n, ldc);
+        } else {
+          if (!block(t, m, count, k, a, OpB == op::none ? b + first * ldb : b + first,
+                     c + first * ldc, ldc, false, squares_of(share)))
+            share = finish(c + first * ldc, m, count, ldc);
+        }
+        block_sums[t] = share;
       }
-      block_sums[t] = share;
-    }
+    });
   }
   double sum = 0.0;
   for (int t = 0; t < blocks; ++t) sum += block_sums[t];

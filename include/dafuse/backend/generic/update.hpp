@@ -3,16 +3,13 @@
 //! @brief The one pass over all parameters that applies clipping and the optimizer update.
 #pragma once
 #include <dafuse/backend/generic/gemm.hpp>
+#include <dafuse/backend/generic/team.hpp>
 #include <dafuse/config.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/policy/clip.hpp>
 
 #include <dafuse/core/system.hpp>
-
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 #include <algorithm>
 #include <array>
@@ -74,19 +71,15 @@ std::pair<index_t, index_t> thread_slice(index_t first, index_t last, index_t t,
 //! it, better on one thread in a step with no other parallel region: see update_parallel_min).
 template <class System, class T, class F>
 void for_each_slice(index_t first, index_t last, F&& f, bool split = true) {
-#if defined(_OPENMP)
   if constexpr (std::is_same_v<System, system::omp>) {
-    if (split && last - first >= update_parallel_min && omp_get_max_threads() > 1) {
-#pragma omp parallel
-      {
-        const auto [b, e] =
-            thread_slice<T>(first, last, omp_get_thread_num(), omp_get_num_threads());
+    if (split && last - first >= update_parallel_min) {
+      run_on_team(available_threads(), [&](int me, int team, auto&&) {
+        const auto [b, e] = thread_slice<T>(first, last, me, team);
         f(b, e);
-      }
+      });
       return;
     }
   }
-#endif
   f(first, last);
 }
 
@@ -163,21 +156,17 @@ void update_parameters(T* params,
     first = std::min(first, r.begin);
     last = std::max(last, r.end);
   }
-#if defined(_OPENMP)
   if constexpr (std::is_same_v<System, system::omp>) {
-    if (split && last - first >= update_parallel_min && omp_get_max_threads() > 1) {
-#pragma omp parallel
-      {
-        const int t = omp_get_thread_num();
+    if (split && last - first >= update_parallel_min) {
+      run_on_team(available_threads(), [&](int t, int team, auto&&) {
         if (weights.empty()) {
-          const auto [b, e] = thread_slice<T>(first, last, t, omp_get_num_threads());
+          const auto [b, e] = thread_slice<T>(first, last, t, team);
           update_range(b, e);
         } else {
           // The gradient's writer updates it: its lines are in that core's cache, and the
           // weights and their state stay with the core that reads and writes them each step.
           // A team smaller than the split (the thread count lowered since the step was built)
           // takes every team-th block.
-          const int team = omp_get_num_threads();
           index_t covered = first;
           for (const weight_block& w : weights) {
             if (t == 0) update_range(covered, w.begin);
@@ -193,11 +182,10 @@ void update_parameters(T* params,
           }
           if (t == 0) update_range(covered, last);
         }
-      }
+      });
       return;
     }
   }
-#endif
   update_range(first, last);
 }
 

@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file backend/generic/team.hpp
+//! @brief One OpenMP team held for a whole step, its threads handed each parallel product.
+//!
+//! A dense step runs about ten parallel pieces (the split products, the update), each of which
+//! used to open its own `#pragma omp parallel` region. On 2 cores of this host a region costs
+//! about 3 µs to open and close (libgomp's fork and join: a release and an arrival, each a cache
+//! line passed between the cores and back), and a `#pragma omp barrier` 1.5 µs, where one line's
+//! round trip between the cores takes 0.66 µs (a throwaway ping-pong program, medians of 200 k).
+//!
+//! with_thread_team(body) opens one region for the step: thread 0 runs body() (the step, serial
+//! parts included) and the other threads wait, spinning, for work. Inside it, run_on_team(n, job)
+//! hands job(me, team, sync) to the held threads: one store that they see, and one store each
+//! back when they finish, so a piece starts and ends in about one line's round trip. Outside a
+//! held team, run_on_team opens an OpenMP region of n threads as before, so every caller (the
+//! eager step, predict, a product called on its own) keeps working unchanged.
+//!
+//! The jobs are the same code either way: a job loops over its blocks as `for (b = me; b <
+//! blocks; b += team)`, and `sync()` is a barrier among the team's `team` threads (`#pragma omp
+//! barrier` in an OpenMP region). Values do not depend on which path ran them.
+#pragma once
+#include <dafuse/config.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <thread>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace dafuse::backend::generic {
+
+namespace detail {
+
+//! A counter other threads wait on, alone in its 64-byte line (so a thread waiting on one does
+//! not take the line another thread is writing), with a count of the threads asleep on it, so
+//! that publishing wakes them with a system call only when there are some. 32 bits: on Linux a
+//! sleeper sleeps on the counter itself (a futex). Generations wrap around; only equality is
+//! compared.
+struct alignas(64) line_counter {
+  std::atomic<std::uint32_t> value{0};
+  std::atomic<std::uint32_t> sleepers{0};
+
+  void publish(std::uint32_t v) {
+    // Sequentially consistent, as the sleeper's count-then-check: either the sleeper sees the
+    // new value and does not sleep, or the publisher sees the sleeper and wakes it.
+    value.store(v, std::memory_order_seq_cst);
+    if (sleepers.load(std::memory_order_seq_cst) != 0) wake_all();
+  }
+
+  //! Sleeps while the counter holds `old` (may return early: callers check again).
+  void sleep_while(std::uint32_t old) {
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (value.load(std::memory_order_seq_cst) == old) {
+#if defined(__linux__)
+      syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&value), FUTEX_WAIT_PRIVATE, old, nullptr,
+              nullptr, 0);
+#else
+      value.wait(old, std::memory_order_seq_cst);
+#endif
+    }
+    sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  }
+
+ private:
+  void wake_all() {
+#if defined(__linux__)
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&value), FUTEX_WAKE_PRIVATE, INT_MAX,
+            nullptr, nullptr, 0);
+#else
+    value.notify_all();
+#endif
+  }
+};
+static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
+
+//! Waits until `c` no longer holds `old` and returns what it holds: first `spins` reads with the
+//! x86 PAUSE hint between them (a wait inside a step is a few µs, and sleeping and waking would
+//! cost more), then asleep, so a thread that waits longer gives its core away (a host with more
+//! runnable threads than cores, a long serial stretch of the step).
+inline std::uint32_t wait_for_change(line_counter& c, std::uint32_t old, int spins) {
+  for (int i = 0; i < spins; ++i) {
+    const std::uint32_t v = c.value.load(std::memory_order_acquire);
+    if (v != old) return v;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  for (;;) {
+    const std::uint32_t v = c.value.load(std::memory_order_acquire);
+    if (v != old) return v;
+    c.sleep_while(old);
+  }
+}
+
+//! Stands for a barrier in a team of one.
+struct no_sync {
+  void operator()() const {}
+};
+
+#if defined(_OPENMP)
+//! The barrier of the OpenMP region a job runs in (an orphaned barrier binds to it).
+struct omp_sync {
+  void operator()() const {
+#pragma omp barrier
+  }
+};
+#endif
+
+}  // namespace detail
+
+//! The threads of one OpenMP region, held by with_thread_team: thread 0 posts jobs, threads 1 to
+//! size − 1 run their share of each and report back. Used only through with_thread_team and
+//! run_on_team.
+class thread_team {
+ public:
+  //! The most threads a team holds (a larger OpenMP team is capped to it).
+  static constexpr int max_threads = 256;
+
+  //! A team of `size` threads on a machine with `processors` of them (omp_get_num_procs()),
+  //! whose waiting threads spin as libgomp's do: see spin_count.
+  thread_team(int size, int processors) : size_(size), spins_(spin_count(size, processors)) {}
+  thread_team(const thread_team&) = delete;
+  thread_team& operator=(const thread_team&) = delete;
+
+  int size() const { return size_; }
+
+  //! The team the calling thread holds, if any (set on thread 0 while with_thread_team runs).
+  static thread_team*& held() {
+    static thread_local thread_team* team = nullptr;
+    return team;
+  }
+
+  //! Thread 0: runs job(me, n, sync) on threads 0 to n − 1 (n ≤ size()) and returns when all
+  //! have finished. A job run from inside a job (which no product does) runs on its caller alone.
+  //! A job must not throw: an exception ends the program (as one leaving an OpenMP region does),
+  //! where it would otherwise leave the other threads waiting at its barrier.
+  template <class Job>
+  void run(int n, Job& job) {
+    if (busy_ || n <= 1) {
+      job(0, 1, detail::no_sync{});
+      return;
+    }
+    busy_ = true;
+    job_ = &job;
+    call_ = [](void* j, int me, int count, thread_team& team) noexcept {
+      static_cast<Job*>(j)->operator()(me, count, [&team, count] { team.sync(count); });
+    };
+    count_ = n;
+    const std::uint32_t generation = ++generation_;
+    posted_.publish(generation);
+    [&]() noexcept { job(0, n, [this, n] { sync(n); }); }();
+    // Every thread acknowledges every generation (those past n without running the job), so the
+    // job's fields may be rewritten once all have.
+    for (int t = 1; t < size_; ++t)
+      if (done_[t].value.load(std::memory_order_acquire) != generation)
+        detail::wait_for_change(done_[t], generation - 1, spins_);
+    busy_ = false;
+  }
+
+  //! Threads 1 to size() − 1: run each posted job until stop() is posted.
+  void serve(int me) {
+    std::uint32_t seen = 0;
+    for (;;) {
+      seen = detail::wait_for_change(posted_, seen, spins_);
+      if (stop_) return;
+      if (me < count_) call_(job_, me, count_, *this);
+      done_[me].publish(seen);
+    }
+  }
+
+  //! Thread 0: lets the serving threads return.
+  void stop() {
+    stop_ = true;
+    posted_.publish(++generation_);
+  }
+
+ private:
+  template <class Body>
+  friend void with_thread_team(bool, Body&&);
+
+  // A barrier among threads 0 to n − 1: the last to arrive resets the count and moves the phase
+  // on; the others wait for the phase to move. The phase is read before arriving, so a thread
+  // that leaves one barrier and arrives at the next cannot mistake the old phase for the new.
+  void sync(int n) {
+    const std::uint32_t phase = phase_.value.load(std::memory_order_acquire);
+    if (arrived_.value.fetch_add(1, std::memory_order_acq_rel) + 1 == std::uint32_t(n)) {
+      arrived_.value.store(0, std::memory_order_relaxed);
+      phase_.publish(phase + 1);
+      return;
+    }
+    detail::wait_for_change(phase_, phase, spins_);
+  }
+
+  // PAUSEs a waiting thread spins for before it sleeps. As libgomp's defaults: about 11 ms
+  // (2^18 PAUSEs of 43 ns on this host's cores), which no wait inside a step reaches, or 43 µs
+  // with more threads than processors, where the thread waited for may need the waiter's core;
+  // none with OMP_WAIT_POLICY=passive, and without end with OMP_WAIT_POLICY=active. Waking a
+  // sleeper can take milliseconds while another process holds its core: the digits-mlp step
+  // beside a busy-looping process took 7.5-8.0 ms with 11 µs of spinning before sleeping,
+  // against 0.75-0.83 ms with 11 ms (and 0.78-0.82 ms on libgomp's regions).
+  static int spin_count(int size, int processors) {
+    const char* policy = std::getenv("OMP_WAIT_POLICY");
+    const auto is = [policy](const char* name) {
+      if (!policy) return false;
+      for (const char *p = policy, *q = name;; ++p, ++q) {
+        if (std::tolower(static_cast<unsigned char>(*p)) != *q) return false;
+        if (!*p) return true;
+      }
+    };
+    if (is("passive")) return 0;
+    if (is("active")) return INT_MAX;
+    return size > processors ? 1000 : 1 << 18;
+  }
+
+  int size_;
+  const int spins_;
+  bool busy_ = false;             // thread 0 only
+  std::uint32_t generation_ = 0;  // thread 0 only: the last generation posted
+  // Written by thread 0 before it posts a generation, read by the others after they see it.
+  void (*call_)(void*, int, int, thread_team&) = nullptr;
+  void* job_ = nullptr;
+  int count_ = 0;
+  bool stop_ = false;
+  detail::line_counter posted_, arrived_, phase_;
+  detail::line_counter done_[max_threads];
+};
+
+//! Runs body() on the calling thread with a thread_team held for it, so that the run_on_team
+//! calls inside it reuse one OpenMP region. Runs body() plainly when `wanted` is false (a step
+//! with nothing to split would only pay for the region), without OpenMP, with one thread, inside
+//! another parallel region or inside another held team. An exception from body() ends the
+//! region and is rethrown on the calling thread.
+template <class Body>
+void with_thread_team(bool wanted, Body&& body) {
+#if defined(_OPENMP)
+  if (!wanted || thread_team::held() || omp_in_parallel() || omp_get_max_threads() < 2) {
+    body();
+    return;
+  }
+  const int threads = std::min(omp_get_max_threads(), thread_team::max_threads);
+  thread_team team(threads, omp_get_num_procs());
+  std::exception_ptr error;
+#pragma omp parallel num_threads(threads)
+  {
+    const int me = omp_get_thread_num();
+    if (me == 0) {
+      team.size_ = omp_get_num_threads();  // the region may have fewer threads than asked
+      thread_team* const previous = thread_team::held();
+      thread_team::held() = &team;
+      try {
+        body();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      thread_team::held() = previous;
+      team.stop();
+    } else {
+      team.serve(me);
+    }
+  }
+  if (error) std::rethrow_exception(error);
+#else
+  (void)wanted;
+  body();
+#endif
+}
+
+//! Threads a run_on_team call can use: the held team's, else OpenMP's for a new region (1
+//! without OpenMP).
+inline int available_threads() {
+  if (const thread_team* team = thread_team::held()) return team->size();
+#if defined(_OPENMP)
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+//! Runs job(me, team, sync) on `threads` threads (me in [0, team), team ≤ threads; sync() a
+//! barrier among them): on the held team's threads inside with_thread_team, else in an OpenMP
+//! region of its own, else (threads ≤ 1, or no OpenMP) as job(0, 1, no-op) on the calling thread.
+template <class Job>
+void run_on_team(int threads, Job&& job) {
+  if (threads > 1) {
+    if (thread_team* team = thread_team::held()) {
+      team->run(std::min(threads, team->size()), job);
+      return;
+    }
+#if defined(_OPENMP)
+#pragma omp parallel num_threads(threads)
+    job(omp_get_thread_num(), omp_get_num_threads(), detail::omp_sync{});
+    return;
+#endif
+  }
+  job(0, 1, detail::no_sync{});
+}
+
+}  // namespace dafuse::backend::generic
