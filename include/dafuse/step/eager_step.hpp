@@ -313,9 +313,8 @@ class eager_step {
   //! One training step on input() (or sparse_batch()) and source_labels): forward, losses,
   //! backward, norms, clip, update, each operation its own pass.
   step_report run() {
-    const progress now{step_index_, args_.steps};
-    const double lambda = adversarial ? double(args_.lambda_max) * schedule_type::lambda(now) : 0.0;
-    const double lr = double(args_.lr) * schedule_type::lr_factor(now);
+    const step_rates rates = scheduled_rates<schedule_type>(args_, step_index_, adversarial);
+    const double lambda = rates.lambda, lr = rates.lr;
     step_report report = compute_gradients(lambda);
     report.lr = lr;
     profile_scope timing(profiler_, phase::update);

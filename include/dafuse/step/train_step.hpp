@@ -395,9 +395,8 @@ class train_step {
  private:
   // run() on the calling thread and its held team.
   step_report train_once() {
-    const progress now{step_index_, args_.steps};
-    const double lambda = adversarial ? double(args_.lambda_max) * schedule_type::lambda(now) : 0.0;
-    const double lr = double(args_.lr) * schedule_type::lr_factor(now);
+    const step_rates rates = scheduled_rates<schedule_type>(args_, step_index_, adversarial);
+    const double lambda = rates.lambda, lr = rates.lr;
     step_report report = gradients_of_batch(lambda);
     report.lr = lr;
     profile_scope timing(profiler_, phase::update);

@@ -713,7 +713,7 @@ double gemm(gemm_workspace<T>& ws,
   return detail::split_product<OpA, OpB>(
       chosen, m, n, k, a, lda, b, ldb, c, ldc, scratch,
       [&](int t, index_t rows, index_t cols, index_t depth, const T* ab, const T* bb, T* cb,
-          index_t ldcb, bool fresh, double* squares) {
+          index_t ldcb, bool fresh, [[maybe_unused]] double* squares) {
         if constexpr (native) {
 #if DAFUSE_GEMM_FP32_NATIVE
           if constexpr (OpA == op::transpose && OpB == op::none)
