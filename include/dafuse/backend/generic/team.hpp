@@ -203,10 +203,11 @@ class thread_team {
     detail::wait_for_change(phase_, phase, spins_);
   }
 
-  // PAUSEs a waiting thread spins for before it sleeps. As libgomp's defaults: about 11 ms
-  // (2^18 PAUSEs of 43 ns on this host's cores), which no wait inside a step reaches, or 43 µs
-  // with more threads than processors, where the thread waited for may need the waiter's core;
-  // none with OMP_WAIT_POLICY=passive, and without end with OMP_WAIT_POLICY=active. Waking a
+  // PAUSEs a waiting thread spins for before it sleeps: about 11 ms (2^18 PAUSEs of 43 ns on this
+  // host's cores; libgomp's default is 300,000 spins), which no wait inside a step reaches, or
+  // 43 µs with more threads than processors, where the thread waited for may need the waiter's
+  // core (libgomp drops to 100 spins there; 1000 is this team's choice, not measured against
+  // 100); none with OMP_WAIT_POLICY=passive, and without end with OMP_WAIT_POLICY=active. Waking a
   // sleeper can take milliseconds while another process holds its core: the digits-mlp step
   // beside a busy-looping process took 7.5-8.0 ms with 11 µs of spinning before sleeping,
   // against 0.75-0.83 ms with 11 ms (and 0.78-0.82 ms on libgomp's regions).
