@@ -16,6 +16,7 @@
 #include <omp.h>
 #endif
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -70,6 +71,15 @@ std::array<generic::weight_block, 3> blocks_for(int threads) {
                                  generic::detail::split_for(rows, cols, 4096, threads, 32, 12)};
   };
   return {block(layout::w1, 256, 300), block(layout::w2, 300, 200), block(layout::w3, 3, 40)};
+}
+
+//! The same, but W1's 300 columns dealt among `parts` in blocks of 32, as a sparse first layer's
+//! gradient is written (backend/generic/sparse.hpp).
+std::array<generic::weight_block, 3> dealt_blocks_for(int parts) {
+  std::array<generic::weight_block, 3> blocks = blocks_for(1);
+  blocks[0].split = generic::detail::product_split{generic::split_along::columns, parts, 300, 0};
+  blocks[0].dealt_columns = 32;
+  return blocks;
 }
 
 //! Two modules: [0, b2 + 300) at scale 0.5, lr 0.1, and W3 at scale 2, lr 0.01.
@@ -184,7 +194,38 @@ TEST_CASE("the SGD update matches a plain loop and gives the same bits however i
         const sgd_result on_held_team = sgd_update(team, true, blocks, limit, true);
         CHECK(on_held_team.params == serial.params);
         CHECK(on_held_team.state == serial.state);
+        const auto dealt = dealt_blocks_for(built_for);
+        for (bool held : {false, true}) {
+          const sgd_result dealt_result = sgd_update(team, true, dealt, limit, held);
+          CHECK(dealt_result.params == serial.params);
+          CHECK(dealt_result.state == serial.state);
+        }
       }
+    }
+  }
+}
+
+TEST_CASE("the threads of a team own every parameter once: dealt blocks back and forth") {
+  for (int parts : {1, 2, 3, 4}) {
+    const auto blocks = dealt_blocks_for(parts);
+    for (int team = 1; team <= 4; ++team) {
+      CAPTURE(parts);
+      CAPTURE(team);
+      std::vector<int> owner(static_cast<std::size_t>(layout::end), -1), visits(owner.size(), 0);
+      for (int t = 0; t < team; ++t)
+        generic::for_each_owned_run(blocks, 0, layout::end, t, team, [&](index_t b, index_t e) {
+          for (index_t i = b; i < e; ++i) {
+            ++visits[static_cast<std::size_t>(i)];
+            owner[static_cast<std::size_t>(i)] = t;
+          }
+        });
+      CHECK(std::all_of(visits.begin(), visits.end(), [](int n) { return n == 1; }));
+      // W1's column c is in block c / 32, of part dealt_owner(c / 32, parts), which thread
+      // part mod team runs; everything outside the weight matrices is thread 0's.
+      for (index_t c = 0; c < 300; ++c)
+        CHECK(owner[static_cast<std::size_t>(layout::w1 + c * 256)] ==
+              generic::dealt_owner(c / 32, parts) % team);
+      CHECK(owner[static_cast<std::size_t>(layout::w1 + 300 * 256)] == 0);  // b1
     }
   }
 }

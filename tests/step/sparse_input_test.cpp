@@ -2,7 +2,8 @@
 // A step whose feature extractor reads sparse input (nn::sparse_input) against the same step on
 // the same data made dense: same losses and gradients (in double, to rounding), the same weights
 // over many steps with changing batches (so a stale weight-gradient column would show), the same
-// predictions; bad batches are errors; fit on CSR data sets trains.
+// predictions; bad batches are errors; fit on CSR data sets trains. On several threads the batch
+// is dealt among them by feature: the same gradients as on one, and a bad batch changes nothing.
 #include <dafuse/step/train_step.hpp>
 
 #include <dafuse/data/csr.hpp>
@@ -10,6 +11,11 @@
 
 #include "../check.hpp"
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -156,4 +162,107 @@ TEST_CASE("fit on CSR data sets trains and predicts as the dense step does") {
   CHECK(s.target_accuracy == doctest::Approx(d.target_accuracy).epsilon(0.02));
   CHECK(df::test::max_relative_error(std::span<const double>(s.parameters),
                                      std::span<const double>(d.parameters)) < 1e-3);
+}
+
+// ---- On several threads the batch is dealt among them by feature ------------------------------
+
+namespace {
+//! Runs f() with OpenMP set to `threads` threads (a step deals its sparse batch among as many
+//! parts as it was built with), then puts the count back.
+template <class F>
+auto with_threads(int threads, F&& f) {
+#if defined(_OPENMP)
+  const int previous = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  auto result = f();
+  omp_set_num_threads(previous);
+  return result;
+#else
+  (void)threads;
+  return f();
+#endif
+}
+}  // namespace
+
+TEST_CASE("a sparse step dealt among threads computes what the one-thread step does") {
+  // The first layer's 30 features in 16-column blocks: features 0-15 are one part's, 16-29 the
+  // next's; with 3 threads the third part is empty.
+  using step64 = step_t<sparse_net, df::precision::fp64>;
+  using step32 = step_t<sparse_net>;
+  using step_bf16 = step_t<sparse_net, df::precision::bf16>;
+  step_t<dense_net, df::precision::fp64> dense(args);
+  const auto gradients_on = [&](int threads) {
+    return with_threads(threads, [&] {
+      step64 s(args);
+      std::vector<std::vector<double>> g;
+      for (std::uint32_t draw = 0; draw < 3; ++draw) {
+        fill_both(s, dense, draw);
+        s.compute_gradients(0.7);
+        g.emplace_back(s.gradients().begin(), s.gradients().end());
+      }
+      return g;
+    });
+  };
+  const auto trained = [&](auto step_type, int threads) {
+    return with_threads(threads, [&] {
+      decltype(step_type) s(args);
+      for (std::uint32_t t = 0; t < 30; ++t) {
+        fill_both(s, dense, t);
+        s.run();
+      }
+      return std::vector<float>(s.parameters().begin(), s.parameters().end());
+    });
+  };
+  // Built on several threads, the step holds room for the dealt parts: it takes the dealt path.
+  const auto bytes_on = [](int threads) {
+    return with_threads(threads, [] { return step64(args).memory_bytes(); });
+  };
+  CHECK(bytes_on(2) > bytes_on(1));
+  const auto one_gradients = gradients_on(1);
+  const auto one32 = trained(step32(args), 1), one_bf16 = trained(step_bf16(args), 1);
+  for (int threads : {2, 3}) {
+    CAPTURE(threads);
+    const auto dealt = gradients_on(threads);
+    for (std::size_t draw = 0; draw < dealt.size(); ++draw) {
+      CAPTURE(draw);
+      // The features' columns the batch does not use stay exact zeros from batch to batch.
+      CHECK(df::test::max_relative_error(std::span<const double>(dealt[draw]),
+                                         std::span<const double>(one_gradients[draw])) < 1e-12);
+      for (std::size_t i = 0; i < dealt[draw].size(); ++i)
+        if (one_gradients[draw][i] == 0.0) CHECK(dealt[draw][i] == 0.0);
+    }
+    CHECK(df::test::max_relative_error(std::span<const float>(trained(step32(args), threads)),
+                                       std::span<const float>(one32)) < 1e-4);
+    CHECK(df::test::max_relative_error(std::span<const float>(trained(step_bf16(args), threads)),
+                                       std::span<const float>(one_bf16)) < 1e-3);
+  }
+}
+
+TEST_CASE("a malformed batch leaves a dealt sparse step as it was") {
+  step_t<dense_net> dense(args);
+  with_threads(2, [&] {
+    step_t<sparse_net> failed(args), clean(args);
+    fill_both(clean, dense, 0);
+    clean.run();
+    fill_both(failed, dense, 0);
+    failed.run();
+    // A bad feature index, found after the checks of the offsets.
+    fill_both(failed, dense, 1);
+    failed.sparse_batch().indices[5] = -1;
+    CHECK_THROWS_WITH_AS(failed.run(),
+                         doctest::Contains("sparse_batch().indices[5]: expected a feature in [0, "
+                                           "30), found -1"),
+                         df::error);
+    for (std::uint32_t t = 1; t < 5; ++t) {
+      fill_both(failed, dense, t);
+      fill_both(clean, dense, t);
+      failed.run();
+      clean.run();
+    }
+    CHECK(std::equal(failed.parameters().begin(), failed.parameters().end(),
+                     clean.parameters().begin()));
+    CHECK(std::equal(failed.gradients().begin(), failed.gradients().end(),
+                     clean.gradients().begin()));
+    return 0;
+  });
 }

@@ -203,6 +203,15 @@ class train_step {
       used_features_ = buffer<std::int32_t, System>(input_width);
       previous_used_features_ = buffer<std::int32_t, System>(input_width);
       feature_marks_ = buffer<std::uint8_t, System>(input_width, 0);
+      // On several threads the batch is dealt among them by feature, and each runs the first
+      // layer's products on its own columns of W (backend/generic/sparse.hpp).
+      if (const int threads = std::min(backend::generic::available_threads(), 64);
+          std::is_same_v<System, system::omp> && threads > 1) {
+        constexpr index_t out = feature_stack::template layer<0>::out;
+        feature_parts_ = backend::generic::sparse_feature_parts<value_type>(
+            input_width, out, rows, input_width * rows, threads,
+            backend::generic::sparse_deal_block<value_type>(input_width, out, threads));
+      }
     } else {
       input_ = buffer<value_type, System>(input_width * rows);
     }
@@ -383,7 +392,7 @@ class train_step {
     return bytes(params_) + bytes(working_params_) + bytes(grads_) + bytes(optim_state_) +
            bytes(input_) + bytes(sparse_offsets_) + bytes(sparse_indices_) + bytes(sparse_values_) +
            bytes(used_features_) + bytes(previous_used_features_) + bytes(feature_marks_) +
-           bytes(labels_) + bytes(workspace_);
+           bytes(labels_) + bytes(workspace_) + feature_parts_.memory_bytes();
   }
   //! Steps taken since initialisation.
   index_t step_index() const { return step_index_; }
@@ -428,11 +437,11 @@ class train_step {
         // Without an adversarial head G_d is not trained: an empty range.
         module_region(Net::discriminator_offset, trained_param_count, clip.discriminator,
                       args_.lr_mult.discriminator)};
-    // A sparse step runs no parallel region before its update (backend/generic/update.hpp).
-    // A dense step's threads each update the weights whose gradients they wrote.
+    // Each thread updates the weights whose gradients it wrote. A sparse step on one thread
+    // runs no parallel region before its update, and keeps it (backend/generic/update.hpp).
     backend::generic::update_parameters<Optim, System>(
         params_.data(), grads_.data(), optim_state_.data(), Net::param_count, regions, clip.limit,
-        !sparse_input, weight_blocks_);
+        !sparse_input || dealt(), weight_blocks_);
     ++step_index_;
     return report;
   }
@@ -440,6 +449,7 @@ class train_step {
   // compute_gradients() on the calling thread and its held team.
   step_report gradients_of_batch(double lambda) {
     if constexpr (sparse_input) {
+      if (dealt()) return compute_gradients_on(deal_sparse_batch(), lambda);
       return compute_gradients_on(prepare_sparse_batch(), lambda);
     } else {
       // A sparse batch's values are rounded as the first layer reads them; a dense one here.
@@ -456,11 +466,22 @@ class train_step {
       (
           [&] {
             using layer = typename Stack::template layer<I>;
-            constexpr bool sparse = I == 0 && sparse_input;
-            weight_blocks_[next++] = {
-                offset + Stack::template param_offset<I>(), layer::out, layer::in,
-                sparse ? backend::generic::detail::product_split::one_thread(layer::out, layer::in)
-                       : gemm_.split_layer(layer::out, layer::in, columns).weight_gradient};
+            namespace gen = backend::generic;
+            const index_t begin = offset + Stack::template param_offset<I>();
+            if constexpr (I == 0 && sparse_input) {
+              // Dealt by feature among the parts, or one thread's.
+              const int parts = feature_parts_.parts();
+              weight_blocks_[next++] = {
+                  begin, layer::out, layer::in,
+                  parts > 1 ? gen::detail::product_split{gen::split_along::columns, parts,
+                                                         layer::in, feature_parts_.block()}
+                            : gen::detail::product_split::one_thread(layer::out, layer::in),
+                  parts > 1 ? feature_parts_.block() : 0};
+            } else {
+              weight_blocks_[next++] = {
+                  begin, layer::out, layer::in,
+                  gemm_.split_layer(layer::out, layer::in, columns).weight_gradient};
+            }
           }(),
           ...);
     }
@@ -503,9 +524,15 @@ class train_step {
         round_biases<feature_stack>(Net::features_offset, round_range);
         round_biases<classifier_stack>(Net::classifier_offset, round_range);
         round_biases<discriminator_stack>(Net::discriminator_offset, round_range);
+      } else if (dealt()) {
+        // Each thread rounds the weights its part of the sparse layer reads, as the update.
+        backend::generic::run_on_team(feature_parts_.parts(), [&](int t, int team, auto&&) {
+          backend::generic::for_each_owned_run(weight_blocks_, 0, Net::param_count, t, team,
+                                               round_range);
+        });
       } else {
         // As memory-bound as the update, and as large: split among the threads in equal slices (a
-        // sparse step keeps it on one thread, as its update).
+        // sparse step on one thread keeps it there, as its update).
         backend::generic::for_each_slice<System, value_type>(0, Net::param_count, round_range,
                                                              !sparse_input);
       }
@@ -586,6 +613,33 @@ class train_step {
     x.used_rows = used;
     x.used_count = used_count_;
     return x;
+  }
+
+  // Whether the sparse batch is dealt among threads by feature (sparse_feature_parts).
+  bool dealt() const { return feature_parts_.parts() > 1; }
+
+  // The same checks, then the batch dealt among the threads by feature; each thread first clears
+  // its columns of the weight gradient that the previous batch wrote.
+  backend::generic::dealt_sparse_batch<value_type> deal_sparse_batch() {
+    const index_t rows = feature_rows();
+    const std::int32_t* offsets = sparse_offsets_.data();
+    const std::int32_t* indices = sparse_indices_.data();
+    detail::check_sparse_offsets("train_step", offsets, rows, sparse_values_.size());
+    const index_t nnz = offsets[rows];
+    bool in_range = true;
+    for (index_t k = 0; k < nnz; ++k)
+      in_range &= std::uint32_t(indices[k]) < std::uint32_t(input_width);
+    if (!in_range)
+      for (index_t k = 0; k < nnz; ++k)
+        if (indices[k] < 0 || indices[k] >= input_width)
+          fail("train_step", "sparse_batch().indices[" + std::to_string(k) + "]",
+               "a feature in [0, " + std::to_string(input_width) + ")", std::to_string(indices[k]));
+    constexpr index_t out = feature_stack::template layer<0>::out;
+    value_type* dw = grads_.data() + Net::features_offset;  // layer 0's weights come first
+    return feature_parts_.deal(
+        sparse_matrix_view<const value_type>{offsets, indices, sparse_values_.data(), input_width,
+                                             rows},
+        [dw](index_t j) { std::fill_n(dw + j * out, out, value_type(0)); });
   }
 
   // Forward and backward on the batch x (dense or sparse); see compute_gradients().
@@ -702,6 +756,8 @@ class train_step {
   buffer<std::int32_t, System> used_features_, previous_used_features_;
   buffer<std::uint8_t, System> feature_marks_;
   index_t used_count_ = 0;
+  // The batch dealt among the threads by feature: a sparse step with more than one thread.
+  backend::generic::sparse_feature_parts<value_type> feature_parts_;
   buffer<std::int32_t, System> labels_;   // [B]
   buffer<value_type, System> workspace_;  // every scratch below, carved once
   stack_scratch<feature_stack> features_;

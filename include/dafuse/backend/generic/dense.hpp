@@ -131,6 +131,20 @@ void input_product(
   finish(y, Layer::out, x.cols, Layer::out);
 }
 
+//! The same for a sparse batch dealt among threads by feature (sparse.hpp): each thread finishes
+//! its share of y's columns.
+template <class Layer, class T, class Products, class Finish = no_finish>
+void input_product(
+    Products&, const T* w, const dealt_sparse_batch<T>& x, T* y, Finish&& finish = {}) {
+  sparse_input_product<Products>(w, Layer::out, x, y, finish);
+}
+
+//! Whether a stack's input is sparse data (one thread's view, or dealt among threads): it has no
+//! input gradient.
+template <class Input, class T>
+inline constexpr bool is_sparse_input = std::is_same_v<Input, sparse_matrix_view<const T>> ||
+                                        std::is_same_v<Input, dealt_sparse_batch<T>>;
+
 //! A product finisher (gemm.hpp) for a gradient: rounds a finished block of ∂L/∂W (or ∂L/∂b) to
 //! the stored format and returns its squared norm. The thread that wrote the block runs it while
 //! the block is in its own cache. One core reading every gradient after the product fetched the
@@ -245,6 +259,14 @@ double weight_gradient(Products&, const matrix_map<T>& dz, sparse_matrix_view<co
   for (index_t k = 0; k < x.used_count; ++k)
     norm_sq += finish(gw + index_t(x.used_rows[k]) * Layer::out, Layer::out, 1, Layer::out);
   return norm_sq;
+}
+
+//! The same for a dealt batch: each thread writes, rounds and sums its features' columns.
+template <class Layer, class T, class Products>
+double weight_gradient(Products&, const matrix_map<T>& dz, const dealt_sparse_batch<T>& x, T* gw) {
+  const double weight_sq =
+      sparse_weight_gradient<Products>(dz.data(), Layer::out, x, gw, finish_gradient<Products>{});
+  return bias_gradient<Layer, T, Products>(dz, gw) + weight_sq;
 }
 
 //! A contiguous block of values as one Eigen array.
@@ -453,7 +475,7 @@ double backward(const T* params,
                 finish_output_gradient<typename Stack::template layer<l - 1>, Products, T>{
                     dy, s.outputs[l - 1].data},
                 split);
-          } else if constexpr (std::is_same_v<Input, sparse_matrix_view<const T>>) {
+          } else if constexpr (is_sparse_input<Input, T>) {
             if (input_gradient.data != nullptr)
               fail("layer stack", "input gradient", "none for a sparse input (it is data)",
                    "a buffer to write it to");

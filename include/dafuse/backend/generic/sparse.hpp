@@ -9,20 +9,33 @@
 //! only at the features some sample uses: ∂L/∂W[:, j] = Σ_{(c, v) with x[j, c] = v} v · δz[:, c],
 //! again 2·Out·nnz FLOP. On the Amazon reviews (In = 5000, ~92 non-zeros per row) that is about
 //! 1/50 of the dense products. There is no input gradient: the input is data.
+//!
+//! On several threads the batch is dealt by feature (sparse_feature_parts): W's columns are dealt
+//! to the parts in blocks of about 64 KiB, and each thread runs both products on its part's
+//! non-zeros only. So each core reads and writes only its own columns of W, of ∂L/∂W and of the
+//! optimizer state, every step: on these 2-core machines a line written by one core after the
+//! other has read it costs a slow invalidation (docs/benchmarks.md, "Cache lines both cores
+//! hold"), which is why splitting the samples, or W's rows, made the step slower. The forward then
+//! adds the parts' partial sums of y; the weight gradient needs no sum, since all of a feature's
+//! non-zeros are in its part, in the batch's order, so it is bitwise the one-thread gradient.
 #pragma once
 #include <dafuse/config.hpp>
 
 #include <dafuse/backend/generic/simd.hpp>
+#include <dafuse/backend/generic/team.hpp>
 
 #include <dafuse/core/buffer.hpp>
+#include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 
 #include <Eigen/Core>
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace dafuse::backend::generic {
 
@@ -199,6 +212,275 @@ void sparse_weight_gradient(const T* dz, index_t out, sparse_matrix_view<const T
       }
     }
   }
+}
+
+//! Columns of W per block when a sparse layer of `features` inputs and `out` outputs is dealt
+//! among `parts` (see sparse_feature_parts): about 64 KiB of W, in whole sets of 16 columns (16·out
+//! values: whole 64-byte lines for fp32 and fp64 whatever `out` is, so no two threads write one
+//! line of W, of ∂L/∂W or of the optimizer state), and at least two blocks per part. Blocks much
+//! smaller cost the update: with 16-column blocks (6.4 KB of the Amazon network's W) its pass took
+//! 158-167 µs on two threads against 66 µs on one, with 64 columns 94-97 µs, with 256 columns
+//! 58-59 µs (a throwaway program timing the step's phases): near a block's edge the caches'
+//! prefetchers read lines of the neighbouring block, which the other core then has to take back
+//! before it writes them.
+template <class T>
+index_t sparse_deal_block(index_t features, index_t out, int parts) {
+  constexpr index_t unit = 16, target_bytes = 65536;
+  const index_t by_bytes = (target_bytes / (out * index_t(sizeof(T))) + unit - 1) / unit * unit;
+  const index_t by_parts = features / (2 * index_t(parts)) / unit * unit;
+  return std::max(unit, std::min(by_bytes, by_parts));
+}
+
+template <class T>
+class sparse_feature_parts;
+
+//! A batch dealt by sparse_feature_parts::deal: what the first layer's products take instead of a
+//! sparse_matrix_view to run on several threads. `rows` and `cols` as the batch's view.
+template <class T>
+struct dealt_sparse_batch {
+  sparse_feature_parts<T>* parts = nullptr;
+  index_t rows = 0, cols = 0;
+};
+
+//! A sparse batch dealt among `parts` threads by feature (see the file comment), with the room for
+//! it allocated once. The features are dealt in blocks of `block` columns of W, back and forth
+//! (dealt_owner in team.hpp): a vocabulary is usually sorted by frequency, and halves would give
+//! one thread most of the non-zeros. Each part holds its non-zeros in the batch's order, the
+//! features it uses (the weight gradient writes, rounds and sums only those columns, and the next
+//! batch clears them), and, from the second part on, the forward's partial sums.
+template <class T>
+class sparse_feature_parts {
+ public:
+  sparse_feature_parts() = default;
+  //! Room for batches of up to `max_cols` samples and `max_nnz` non-zeros over `features`
+  //! features, for a layer of `out` outputs, dealt among `parts` (1 to 255) in blocks of `block`
+  //! features (a multiple of 16: sparse_deal_block).
+  sparse_feature_parts(
+      index_t features, index_t out, index_t max_cols, index_t max_nnz, int parts, index_t block)
+      : features_(features), out_(out), max_cols_(max_cols), block_(block), parts_(parts) {
+    if (parts < 1 || parts > 255)
+      fail("sparse_feature_parts", "parts", "1 to 255", std::to_string(parts));
+    if (block < 16 || block % 16 != 0)
+      fail("sparse_feature_parts", "block", "a positive multiple of 16 features",
+           std::to_string(block));
+    owner_.resize(std::size_t(features));
+    for (index_t j = 0; j < features; ++j) owner_[std::size_t(j)] = dealt_owner(j / block, parts);
+    // Each part's rows of the arrays below start on a line of their own: they are written by
+    // the part's thread.
+    offsets_stride_ = std::size_t(max_cols + 1 + 15) / 16 * 16;
+    feature_stride_ = std::size_t(features + 63) / 64 * 64;
+    offsets_.assign(std::size_t(parts) * offsets_stride_, 0);
+    // Each part's run starts on a 128-byte boundary (whole lines of either array), with 16 spare
+    // entries: filling writes up to 16 entries past the part's last non-zero.
+    indices_.resize(std::size_t(max_nnz + parts * (2 * segment_align)));
+    values_.resize(indices_.size());
+    used_.resize(std::size_t(parts) * feature_stride_);
+    marks_.assign(std::size_t(parts) * feature_stride_, 0);
+    partials_.resize(std::size_t(parts - 1) * std::size_t(out * max_cols));
+    state_.resize(std::size_t(parts));
+  }
+
+  int parts() const { return parts_; }
+  //! Features per block.
+  index_t block() const { return block_; }
+  //! The part that owns feature j.
+  int owner(index_t j) const { return owner_[std::size_t(j)]; }
+
+  //! Deals x (a checked batch: [features, ≤ max_cols], ≤ max_nnz non-zeros, every index in
+  //! range) among the parts as one job on up to parts() threads (run_on_team). Before it fills
+  //! part p, p's thread calls clear(j) for each feature j that p's previous batch used.
+  template <class Clear>
+  dealt_sparse_batch<T> deal(const sparse_matrix_view<const T>& x, Clear&& clear) {
+    cols_ = x.cols;
+    run_on_team(parts_, [&](int me, int team, auto&& sync) {
+      for (int p = me; p < parts_; p += team) state_[std::size_t(p)].count = count(x, p);
+      sync();  // every part's count is known: each part's run starts after the ones before it
+      for (int p = me; p < parts_; p += team) fill(x, p, clear);
+    });
+    return {this, x.rows, x.cols};
+  }
+
+  //! Part p of the batch dealt last: a CSR view over all features that holds p's non-zeros and
+  //! lists the features p uses.
+  sparse_matrix_view<const T> part(int p) const {
+    const part_state& s = state_[std::size_t(p)];
+    return {offsets_.data() + std::size_t(p) * offsets_stride_,
+            indices_.data() + s.begin,
+            values_.data() + s.begin,
+            features_,
+            cols_,
+            used_.data() + std::size_t(p) * feature_stride_,
+            s.used};
+  }
+
+  //! Part p's partial sums of y (p ≥ 1; part 0 writes y itself): [out, cols].
+  T* partial(int p) {
+    return partials_.data() + std::size_t(p - 1) * std::size_t(out_ * max_cols_);
+  }
+  //! Where part p's share of a sum over the parts goes (each in a line of its own).
+  double& part_sum(int p) { return state_[std::size_t(p)].sum; }
+
+  //! Bytes of the room allocated for batches.
+  std::size_t memory_bytes() const {
+    return (owner_.size() + offsets_.size() + indices_.size() + used_.size()) * 4 +
+           values_.size() * sizeof(T) + marks_.size() + partials_.size() * sizeof(T) +
+           state_.size() * sizeof(part_state);
+  }
+
+ private:
+  static constexpr index_t segment_align = 16, spare = 16;
+  static_assert(spare + segment_align - 1 <= 2 * segment_align, "the room reserved per part");
+  struct alignas(64) part_state {
+    index_t count = 0;  //!< non-zeros
+    index_t begin = 0;  //!< where its run starts in indices_/values_
+    index_t used = 0;   //!< features used
+    double sum = 0;     //!< part_sum
+  };
+
+  // Part p's non-zeros in x.
+  index_t count(const sparse_matrix_view<const T>& x, int p) const {
+    const std::int32_t* owner = owner_.data();
+    const std::int32_t* idx = x.indices;
+    const index_t nnz = x.nnz();
+    index_t n = 0, k = 0;
+#if DAFUSE_SIMD_AVX512
+    // 16 non-zeros at a time: their owners gathered from the table, compared with p, counted.
+    const __m512i part = _mm512_set1_epi32(p);
+    for (; k < nnz; k += 16) {
+      const __mmask16 lanes = detail::first_lanes(nnz - k);
+      const __m512i j = _mm512_maskz_loadu_epi32(lanes, idx + k);
+      const __m512i owners = _mm512_mask_i32gather_epi32(part, lanes, j, owner, 4);
+      n += __builtin_popcount(_mm512_mask_cmpeq_epi32_mask(lanes, owners, part));
+    }
+#endif
+    for (; k < nnz; ++k) n += owner[idx[k]] == p;
+    return n;
+  }
+
+  // Copies p's non-zeros and lists the features it uses. No branch on whose a non-zero is (the
+  // owner of a vocabulary's features is a coin toss to the branch predictor): every entry is
+  // written, and the cursor moves on only for p's. Then p's features are marked, and p's blocks
+  // of marks scanned for the used features, in ascending order, and cleared.
+  template <class Clear>
+  void fill(const sparse_matrix_view<const T>& x, int p, Clear& clear) {
+    part_state& s = state_[std::size_t(p)];
+    std::int32_t* used = used_.data() + std::size_t(p) * feature_stride_;
+    for (index_t u = 0; u < s.used; ++u) clear(index_t(used[u]));
+    index_t begin = 0;
+    for (int q = 0; q < p; ++q)
+      begin += (state_[std::size_t(q)].count + spare + segment_align - 1) / segment_align *
+               segment_align;
+    s.begin = begin;
+    std::int32_t* const idx = indices_.data() + begin;
+    T* const val = values_.data() + begin;
+    std::int32_t* const offsets = offsets_.data() + std::size_t(p) * offsets_stride_;
+    std::uint8_t* const marks = marks_.data() + std::size_t(p) * feature_stride_;
+    const std::int32_t* const owner = owner_.data();
+    const std::int32_t* const x_indices = x.indices;
+    const T* const x_values = x.values;
+    index_t n = 0;
+    offsets[0] = 0;
+    for (index_t c = 0; c < x.cols; ++c) {
+      index_t k = x.col_begin(c);
+      const index_t end = x.col_begin(c + 1);
+#if DAFUSE_SIMD_AVX512
+      if constexpr (std::is_same_v<T, float>) {
+        // 16 non-zeros at a time: p's packed to the front of a register and stored whole (the
+        // entries past them are overwritten by the next store or left in the run's slack;
+        // storing them compressed straight to memory is slow on Zen 4).
+        const __m512i part = _mm512_set1_epi32(p);
+        for (; k < end; k += 16) {
+          const __mmask16 lanes = detail::first_lanes(end - k);
+          const __m512i j = _mm512_maskz_loadu_epi32(lanes, x_indices + k);
+          const __m512i owners = _mm512_mask_i32gather_epi32(part, lanes, j, owner, 4);
+          const __mmask16 mine = _mm512_mask_cmpeq_epi32_mask(lanes, owners, part);
+          _mm512_storeu_si512(idx + n, _mm512_maskz_compress_epi32(mine, j));
+          _mm512_storeu_ps(
+              val + n, _mm512_maskz_compress_ps(mine, _mm512_maskz_loadu_ps(lanes, x_values + k)));
+          n += __builtin_popcount(mine);
+        }
+      }
+#endif
+      for (; k < end; ++k) {
+        const std::int32_t j = x_indices[k];
+        const bool mine = owner[j] == p;
+        idx[n] = j;
+        val[n] = x_values[k];
+        n += mine;
+      }
+      offsets[c + 1] = std::int32_t(n);
+    }
+    for (index_t i = 0; i < n; ++i) marks[idx[i]] = 1;
+    index_t u = 0;
+    for (index_t first = 0, b = 0; first < features_; first += block_, ++b) {
+      if (dealt_owner(b, parts_) != p) continue;
+      for (index_t j = first, last = std::min(features_, first + block_); j < last; ++j) {
+        used[u] = std::int32_t(j);
+        u += marks[j];
+        marks[j] = 0;
+      }
+    }
+    s.used = u;
+  }
+
+  index_t features_ = 0, out_ = 0, max_cols_ = 0, block_ = 16, cols_ = 0;
+  int parts_ = 1;
+  std::size_t offsets_stride_ = 0, feature_stride_ = 0;
+  std::vector<std::int32_t> owner_;    // [features]: the part of each feature
+  std::vector<std::int32_t> offsets_;  // [parts][offsets_stride_ ≥ max_cols + 1], in its run
+  std::vector<std::int32_t> indices_;  // the parts' runs, one after another
+  std::vector<T> values_;
+  std::vector<std::int32_t> used_;   // [parts][feature_stride_ ≥ features]
+  std::vector<std::uint8_t> marks_;  // [parts][feature_stride_], 0 between deals
+  std::vector<T> partials_;          // [parts − 1][out · max_cols]
+  std::vector<part_state> state_;    // [parts]
+};
+
+//! y = W·x for a dealt batch: each part's thread sums its non-zeros' columns of W (part 0 into y,
+//! the others into their partials), then each thread adds the partials into its share of y's
+//! columns and calls finish(block, out, columns, out) on them (the bias and activation), while
+//! they are in its cache. y = Σ_p y_p in part order: the same bits for the same number of parts.
+template <class Round, class T, class Finish>
+void sparse_input_product(
+    const T* w, index_t out, const dealt_sparse_batch<T>& x, T* y, Finish&& finish) {
+  sparse_feature_parts<T>& parts = *x.parts;
+  const int n_parts = parts.parts();
+  run_on_team(n_parts, [&](int me, int team, auto&& sync) {
+    for (int p = me; p < n_parts; p += team)
+      sparse_input_product<Round>(w, out, parts.part(p), p == 0 ? y : parts.partial(p));
+    sync();
+    const index_t per = (x.cols + team - 1) / team;
+    const index_t c0 = std::min(x.cols, index_t(me) * per), c1 = std::min(x.cols, c0 + per);
+    if (c0 >= c1) return;
+    for (int p = 1; p < n_parts; ++p) {
+      const T* partial = parts.partial(p);
+      for (index_t i = c0 * out; i < c1 * out; ++i) y[i] += partial[i];
+    }
+    finish(y + c0 * out, out, c1 - c0, out);
+  });
+}
+
+//! ∂L/∂W for a dealt batch: each part's thread writes the columns of its features (zeros on
+//! entry, as for one thread), then calls finish(column, out, 1, out) on each of them and sums what
+//! it returns (the rounding and the squared norm). Returns the parts' sums added in part order.
+template <class Round, class T, class Finish>
+double sparse_weight_gradient(
+    const T* dz, index_t out, const dealt_sparse_batch<T>& x, T* dw, Finish&& finish) {
+  sparse_feature_parts<T>& parts = *x.parts;
+  const int n_parts = parts.parts();
+  run_on_team(n_parts, [&](int me, int team, auto&&) {
+    for (int p = me; p < n_parts; p += team) {
+      const sparse_matrix_view<const T> part = parts.part(p);
+      sparse_weight_gradient<Round>(dz, out, part, dw);
+      double sum = 0;
+      for (index_t k = 0; k < part.used_count; ++k)
+        sum += finish(dw + index_t(part.used_rows[k]) * out, out, 1, out);
+      parts.part_sum(p) = sum;
+    }
+  });
+  double sum = 0;
+  for (int p = 0; p < n_parts; ++p) sum += parts.part_sum(p);
+  return sum;
 }
 
 }  // namespace dafuse::backend::generic

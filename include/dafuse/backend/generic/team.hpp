@@ -20,6 +20,7 @@
 //! barrier` in an OpenMP region). Values do not depend on which path ran them.
 #pragma once
 #include <dafuse/config.hpp>
+#include <dafuse/core/meta.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -276,6 +277,15 @@ void with_thread_team(bool wanted, Body&& body) {
   (void)wanted;
   body();
 #endif
+}
+
+//! The part that owns block `block` of a range dealt among `parts` in blocks: 0, 1, …, parts − 1,
+//! then back from parts − 1 to 0, and so on. Dealt back and forth, the parts' shares of a range
+//! whose blocks grow lighter (a vocabulary sorted by frequency) even out; dealt round and round,
+//! part 0 would take the heaviest block of every round.
+constexpr int dealt_owner(index_t block, int parts) {
+  const index_t round = block / parts, place = block % parts;
+  return int(round % 2 == 0 ? place : parts - 1 - place);
 }
 
 //! Threads a run_on_team call can use: the held team's, else OpenMP's for a new region (1

@@ -32,7 +32,9 @@ namespace dafuse::backend::generic {
 //! region before its update (a sparse first layer and small dense layers: the amazon
 //! configuration, 500 k parameters) pays for waking the OpenMP team and for the parameters then
 //! sitting in the other core's cache at the next forward: 79-87 µs on one thread against
-//! 192-225 µs split. Such a step passes split = false.
+//! 192-225 µs split. Such a step passes split = false. (A sparse step on several threads now deals
+//! its batch among them by feature, and each thread updates the columns of W its part of the
+//! batch read and wrote: backend/generic/sparse.hpp.)
 inline constexpr index_t update_parallel_min = index_t(1) << 17;
 
 //! The update runs in chunks of this many parameters; before each it asks for the cache lines of
@@ -92,11 +94,49 @@ struct update_region {
 };
 
 //! A weight matrix among the parameters: [rows, cols] column-major from parameter `begin`, and
-//! how the product that wrote its gradient split it among threads (gemm.hpp's split_for).
+//! how the product that wrote its gradient split it among threads (gemm.hpp's split_for), or, for
+//! a sparse first layer whose features are dealt among threads (sparse.hpp), the deal.
 struct weight_block {
   index_t begin = 0, rows = 0, cols = 0;
   detail::product_split split;
+  //! When > 0: the columns are dealt in blocks of this many among split.threads parts
+  //! (dealt_owner in team.hpp; split.along is columns), and `split.range` is not used.
+  index_t dealt_columns = 0;
+
+  //! Calls f(first, last) for each run of parameters [first, last) whose gradient part `part`
+  //! wrote.
+  template <class F>
+  void for_each_run(int part, F&& f) const {
+    if (dealt_columns > 0) {
+      for (index_t c = 0, b = 0; c < cols; c += dealt_columns, ++b)
+        if (dealt_owner(b, split.threads) == part)
+          f(begin + c * rows, begin + std::min(cols, c + dealt_columns) * rows);
+      return;
+    }
+    const auto [from, to] = split.range(part);
+    if (split.along == split_along::columns)
+      f(begin + from * rows, begin + to * rows);
+    else  // rows (a split along the terms says nothing about who wrote which part)
+      for (index_t c = 0; c < cols; ++c) f(begin + c * rows + from, begin + c * rows + to);
+  }
 };
+
+//! Calls f(first, last) for each run of parameters in [first, last) that thread t of a team of
+//! `team` owns: of each weight matrix in `weights` (ascending, not overlapping, none split along
+//! the terms) the parts whose gradient it wrote (every team-th part, when the team is smaller
+//! than the split: the thread count lowered since the step was built), and on thread 0 everything
+//! outside them (the biases).
+template <class F>
+void for_each_owned_run(
+    std::span<const weight_block> weights, index_t first, index_t last, int t, int team, F&& f) {
+  index_t covered = first;
+  for (const weight_block& w : weights) {
+    if (t == 0 && covered < w.begin) f(covered, w.begin);
+    for (int part = t; part < w.split.threads; part += team) w.for_each_run(part, f);
+    covered = w.begin + w.rows * w.cols;
+  }
+  if (t == 0 && covered < last) f(covered, last);
+}
 
 //! For every parameter i of every region: g = clamp(grads[i] · scale, −limit, limit), then
 //! Optim's update of params[i] with its state (state_stride apart for each state value).
@@ -122,7 +162,7 @@ void update_parameters(T* params,
   // A weight block follows its gradient's product, which divides ∂L/∂W by rows or by columns; a
   // split along the terms (a forward product's) says nothing about who wrote which part.
   for (const weight_block& w : weights)
-    if (w.split.threads > 1 && w.split.along == split_along::depth)
+    if (w.split.threads > 1 && w.dealt_columns == 0 && w.split.along == split_along::depth)
       fail("update_parameters", "weight block split",
            "one along the rows or columns of ∂L/∂W (the weight-gradient product's)",
            "one along the terms");
@@ -165,22 +205,7 @@ void update_parameters(T* params,
         } else {
           // The gradient's writer updates it: its lines are in that core's cache, and the
           // weights and their state stay with the core that reads and writes them each step.
-          // A team smaller than the split (the thread count lowered since the step was built)
-          // takes every team-th block.
-          index_t covered = first;
-          for (const weight_block& w : weights) {
-            if (t == 0) update_range(covered, w.begin);
-            for (int part = t; part < w.split.threads; part += team) {
-              const auto [from, to] = w.split.range(part);
-              if (w.split.along == split_along::columns)
-                update_range(w.begin + from * w.rows, w.begin + to * w.rows);
-              else  // rows (checked above)
-                for (index_t c = 0; c < w.cols; ++c)
-                  update_range(w.begin + c * w.rows + from, w.begin + c * w.rows + to);
-            }
-            covered = w.begin + w.rows * w.cols;
-          }
-          if (t == 0) update_range(covered, last);
+          for_each_owned_run(weights, first, last, t, team, update_range);
         }
       });
       return;
