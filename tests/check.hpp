@@ -7,6 +7,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -18,6 +22,27 @@
 #include <system_error>
 
 namespace dafuse::test {
+
+//! Sets OpenMP's thread count for the scope, then puts it back (a step splits its work among as
+//! many threads as OpenMP has when it is built).
+struct thread_count {
+  int previous = 1;
+  explicit thread_count(int threads) {
+#if defined(_OPENMP)
+    previous = omp_get_max_threads();
+    omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+  }
+  ~thread_count() {
+#if defined(_OPENMP)
+    omp_set_num_threads(previous);
+#endif
+  }
+  thread_count(const thread_count&) = delete;
+  thread_count& operator=(const thread_count&) = delete;
+};
 
 //! The message of the dafuse::error `f` throws, or "" when it throws none.
 template <class F>

@@ -9,10 +9,6 @@
 
 #include <dafuse/core/rng.hpp>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -158,18 +154,11 @@ TEST_CASE("the sparse products of an empty batch write nothing but zeros") {
 
 // ---- A batch dealt among threads by feature (sparse_feature_parts) -------------------------
 
-//! Runs f() with OpenMP set to `threads` threads, then puts the count back.
+//! Runs f() with OpenMP set to `threads` threads.
 template <class F>
 void with_threads(int threads, F&& f) {
-#if defined(_OPENMP)
-  const int previous = omp_get_max_threads();
-  omp_set_num_threads(threads);
+  const dafuse::test::thread_count scope(threads);
   f();
-  omp_set_num_threads(previous);
-#else
-  (void)threads;
-  f();
-#endif
 }
 
 TEST_CASE("blocks are dealt back and forth, in whole lines of W and at least two per part") {

@@ -45,23 +45,7 @@ std::vector<float> random_values(index_t n, std::uint64_t seed) {
   return v;
 }
 
-//! Sets OpenMP's thread count for the scope, then puts it back.
-struct thread_count {
-  int previous = 1;
-  explicit thread_count(int threads) {
-#if defined(_OPENMP)
-    previous = omp_get_max_threads();
-    omp_set_num_threads(threads);
-#else
-    (void)threads;
-#endif
-  }
-  ~thread_count() {
-#if defined(_OPENMP)
-    omp_set_num_threads(previous);
-#endif
-  }
-};
+using dafuse::test::thread_count;
 
 //! The weight blocks of `layout` split as a product over `threads` threads in tiles of 32 rows or
 //! 12 columns (W3's is below gemm_parallel_flops: one thread).

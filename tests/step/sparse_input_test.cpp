@@ -11,10 +11,6 @@
 
 #include "../check.hpp"
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -167,20 +163,12 @@ TEST_CASE("fit on CSR data sets trains and predicts as the dense step does") {
 // ---- On several threads the batch is dealt among them by feature ------------------------------
 
 namespace {
-//! Runs f() with OpenMP set to `threads` threads (a step deals its sparse batch among as many
-//! parts as it was built with), then puts the count back.
+//! f() with OpenMP set to `threads` threads (a step deals its sparse batch among as many parts as
+//! it was built with).
 template <class F>
 auto with_threads(int threads, F&& f) {
-#if defined(_OPENMP)
-  const int previous = omp_get_max_threads();
-  omp_set_num_threads(threads);
-  auto result = f();
-  omp_set_num_threads(previous);
-  return result;
-#else
-  (void)threads;
+  const df::test::thread_count scope(threads);
   return f();
-#endif
 }
 }  // namespace
 

@@ -265,18 +265,18 @@ class sparse_feature_parts {
            std::to_string(block));
     owner_.resize(std::size_t(features));
     for (index_t j = 0; j < features; ++j) owner_[std::size_t(j)] = dealt_owner(j / block, parts);
-    // Each part's rows of the arrays below start on a line of their own: they are written by
-    // the part's thread.
+    // Each part's rows of the arrays below start on a 64-byte line of their own (the buffers are
+    // so aligned): they are written by the part's thread.
     offsets_stride_ = std::size_t(max_cols + 1 + 15) / 16 * 16;
     feature_stride_ = std::size_t(features + 63) / 64 * 64;
-    offsets_.assign(std::size_t(parts) * offsets_stride_, 0);
-    // Each part's run starts on a 128-byte boundary (whole lines of either array), with 16 spare
-    // entries: filling writes up to 16 entries past the part's last non-zero.
-    indices_.resize(std::size_t(max_nnz + parts * (2 * segment_align)));
-    values_.resize(indices_.size());
-    used_.resize(std::size_t(parts) * feature_stride_);
-    marks_.assign(std::size_t(parts) * feature_stride_, 0);
-    partials_.resize(std::size_t(parts - 1) * std::size_t(out * max_cols));
+    offsets_ = storage<std::int32_t>(std::size_t(parts) * offsets_stride_, 0);
+    // Each part's run starts on a line boundary of either array (16 entries: 64 or 128 bytes),
+    // with 16 spare entries: filling writes up to 16 entries past the part's last non-zero.
+    indices_ = storage<std::int32_t>(std::size_t(max_nnz + parts * (2 * segment_align)));
+    values_ = storage<T>(indices_.size());
+    used_ = storage<std::int32_t>(std::size_t(parts) * feature_stride_);
+    marks_ = storage<std::uint8_t>(std::size_t(parts) * feature_stride_, 0);
+    partials_ = storage<T>(std::size_t(parts - 1) * std::size_t(out * max_cols));
     state_.resize(std::size_t(parts));
   }
 
@@ -386,8 +386,9 @@ class sparse_feature_parts {
 #if DAFUSE_SIMD_AVX512
       if constexpr (std::is_same_v<T, float>) {
         // 16 non-zeros at a time: p's packed to the front of a register and stored whole (the
-        // entries past them are overwritten by the next store or left in the run's slack;
-        // storing them compressed straight to memory is slow on Zen 4).
+        // entries past them are overwritten by the next store or left in the run's slack). A
+        // compressing store to memory would write only p's, but it is microcoded on Zen 4 and
+        // reported slow there (not measured here).
         const __m512i part = _mm512_set1_epi32(p);
         for (; k < end; k += 16) {
           const __mmask16 lanes = detail::first_lanes(end - k);
@@ -426,14 +427,16 @@ class sparse_feature_parts {
   index_t features_ = 0, out_ = 0, max_cols_ = 0, block_ = 16, cols_ = 0;
   int parts_ = 1;
   std::size_t offsets_stride_ = 0, feature_stride_ = 0;
-  std::vector<std::int32_t> owner_;    // [features]: the part of each feature
-  std::vector<std::int32_t> offsets_;  // [parts][offsets_stride_ ≥ max_cols + 1], in its run
-  std::vector<std::int32_t> indices_;  // the parts' runs, one after another
-  std::vector<T> values_;
-  std::vector<std::int32_t> used_;   // [parts][feature_stride_ ≥ features]
-  std::vector<std::uint8_t> marks_;  // [parts][feature_stride_], 0 between deals
-  std::vector<T> partials_;          // [parts − 1][out · max_cols]
-  std::vector<part_state> state_;    // [parts]
+  template <class V>
+  using storage = buffer<V, system::omp>;  // on 64-byte boundaries
+  std::vector<std::int32_t> owner_;        // [features]: the part of each feature
+  storage<std::int32_t> offsets_;          // [parts][offsets_stride_ ≥ max_cols + 1], in its run
+  storage<std::int32_t> indices_;          // the parts' runs, one after another
+  storage<T> values_;
+  storage<std::int32_t> used_;     // [parts][feature_stride_ ≥ features]
+  storage<std::uint8_t> marks_;    // [parts][feature_stride_], 0 between deals
+  storage<T> partials_;            // [parts − 1][out · max_cols]
+  std::vector<part_state> state_;  // [parts]
 };
 
 //! y = W·x for a dealt batch: each part's thread sums its non-zeros' columns of W (part 0 into y,
