@@ -388,10 +388,7 @@ class eager_step {
     const std::int32_t* offsets = sparse_offsets_.data();
     const std::int32_t* indices = sparse_indices_.data();
     detail::check_sparse_offsets("eager_step", offsets, rows, sparse_values_.size());
-    for (index_t k = 0, nnz = offsets[rows]; k < nnz; ++k)
-      if (indices[k] < 0 || indices[k] >= input_width)
-        fail("eager_step", "sparse_batch().indices[" + std::to_string(k) + "]",
-             "a feature in [0, " + std::to_string(input_width) + ")", std::to_string(indices[k]));
+    detail::check_sparse_indices("eager_step", indices, offsets[rows], input_width);
     return {offsets, indices, sparse_values_.data(), input_width, rows};
   }
 

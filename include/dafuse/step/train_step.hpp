@@ -68,6 +68,28 @@ void initialize_network(T* params, std::uint64_t seed, nn::weight_init init) {
   nn::initialize<typename Net::discriminator_stack>(params + Net::discriminator_offset, rng, init);
 }
 
+//! The error for a feature index out of range at entry k of a step's CSR batch.
+[[noreturn]] inline void fail_sparse_index(const char* step,
+                                           index_t k,
+                                           std::int32_t feature,
+                                           index_t width) {
+  fail(step, "sparse_batch().indices[" + std::to_string(k) + "]",
+       "a feature in [0, " + std::to_string(width) + ")", std::to_string(feature));
+}
+
+//! Checks that each of the `nnz` feature indices of a step's CSR batch is in [0, width); names
+//! the first that is not. One pass the compiler vectorises, and a second only to find the culprit.
+inline void check_sparse_indices(const char* step,
+                                 const std::int32_t* indices,
+                                 index_t nnz,
+                                 index_t width) {
+  bool in_range = true;
+  for (index_t k = 0; k < nnz; ++k) in_range &= std::uint32_t(indices[k]) < std::uint32_t(width);
+  if (in_range) return;
+  for (index_t k = 0; k < nnz; ++k)
+    if (indices[k] < 0 || indices[k] >= width) fail_sparse_index(step, k, indices[k], width);
+}
+
 //! Checks the offsets of a step's CSR batch of `rows` samples whose arrays hold `capacity`
 //! non-zeros: offsets[0] = 0, non-decreasing, none past the capacity. `step` names the caller.
 inline void check_sparse_offsets(const char* step,
@@ -599,8 +621,7 @@ class train_step {
       if (j < 0 || j >= input_width) {
         for (index_t u = 0; u < used_count_; ++u) marks[used[u]] = 0;
         used_count_ = 0;
-        fail("train_step", "sparse_batch().indices[" + std::to_string(k) + "]",
-             "a feature in [0, " + std::to_string(input_width) + ")", std::to_string(j));
+        detail::fail_sparse_index("train_step", k, j, input_width);
       }
       if (!marks[j]) {
         marks[j] = 1;
@@ -625,15 +646,7 @@ class train_step {
     const std::int32_t* offsets = sparse_offsets_.data();
     const std::int32_t* indices = sparse_indices_.data();
     detail::check_sparse_offsets("train_step", offsets, rows, sparse_values_.size());
-    const index_t nnz = offsets[rows];
-    bool in_range = true;
-    for (index_t k = 0; k < nnz; ++k)
-      in_range &= std::uint32_t(indices[k]) < std::uint32_t(input_width);
-    if (!in_range)
-      for (index_t k = 0; k < nnz; ++k)
-        if (indices[k] < 0 || indices[k] >= input_width)
-          fail("train_step", "sparse_batch().indices[" + std::to_string(k) + "]",
-               "a feature in [0, " + std::to_string(input_width) + ")", std::to_string(indices[k]));
+    detail::check_sparse_indices("train_step", indices, offsets[rows], input_width);
     constexpr index_t out = feature_stack::template layer<0>::out;
     value_type* dw = grads_.data() + Net::features_offset;  // layer 0's weights come first
     return feature_parts_.deal(

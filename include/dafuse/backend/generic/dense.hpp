@@ -256,9 +256,7 @@ double weight_gradient(Products&, const matrix_map<T>& dz, sparse_matrix_view<co
   double norm_sq = bias_gradient<Layer, T, Products>(dz, gw);
   const finish_gradient<Products> finish;
   if (x.used_rows == nullptr) return norm_sq + finish(gw, Layer::out, Layer::in, Layer::out);
-  for (index_t k = 0; k < x.used_count; ++k)
-    norm_sq += finish(gw + index_t(x.used_rows[k]) * Layer::out, Layer::out, 1, Layer::out);
-  return norm_sq;
+  return finish_used_columns(gw, Layer::out, x, finish, norm_sq);
 }
 
 //! The same for a dealt batch: each thread writes, rounds and sums its features' columns.

@@ -214,6 +214,17 @@ void sparse_weight_gradient(const T* dz, index_t out, sparse_matrix_view<const T
   }
 }
 
+//! `sum` plus finish(column, out, 1, out) over the columns of ∂L/∂W at the features x lists as used
+//! (x.used_rows), added in that order: how a sparse weight gradient is rounded and its squared norm
+//! summed, column by column, by the thread that wrote it.
+template <class T, class Finish>
+double finish_used_columns(
+    T* dw, index_t out, const sparse_matrix_view<const T>& x, Finish&& finish, double sum = 0) {
+  for (index_t k = 0; k < x.used_count; ++k)
+    sum += finish(dw + index_t(x.used_rows[k]) * out, out, 1, out);
+  return sum;
+}
+
 //! Columns of W per block when a sparse layer of `features` inputs and `out` outputs is dealt
 //! among `parts` (see sparse_feature_parts): about 64 KiB of W, in whole sets of 16 columns (16·out
 //! values: whole 64-byte lines for fp32 and fp64 whatever `out` is, so no two threads write one
@@ -475,10 +486,7 @@ double sparse_weight_gradient(
     for (int p = me; p < n_parts; p += team) {
       const sparse_matrix_view<const T> part = parts.part(p);
       sparse_weight_gradient<Round>(dz, out, part, dw);
-      double sum = 0;
-      for (index_t k = 0; k < part.used_count; ++k)
-        sum += finish(dw + index_t(part.used_rows[k]) * out, out, 1, out);
-      parts.part_sum(p) = sum;
+      parts.part_sum(p) = finish_used_columns(dw, out, part, finish);
     }
   });
   double sum = 0;
