@@ -356,11 +356,11 @@ ceiling gemm_ceiling(long n, int threads) {
 double dafuse_gemm_gflops(long n, int threads) {
   const Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n);
   Eigen::MatrixXf c(n, n);
-  namespace generic = dafuse::backend::generic;
-  generic::gemm_workspace<float> ws(n, n, n, threads);
+  namespace host = dafuse::backend::host;
+  host::gemm_workspace<float> ws(n, n, n, threads);
   return best_gflops(n, [&] {
-    generic::gemm<generic::op::none, generic::op::none>(ws, n, n, n, 1.0f, a.data(), n, b.data(), n,
-                                                        0.0f, c.data(), n);
+    host::gemm<host::op::none, host::op::none>(ws, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
+                                               c.data(), n);
   });
 }
 

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// bf16 products (backend/generic/gemm_bf16.hpp) against dafuse's fp32 products (gemm.hpp: the
+// bf16 products (backend/host/gemm_bf16.hpp) against dafuse's fp32 products (gemm.hpp: the
 // AVX-512 kernel of gemm_fp32.hpp, or Eigen's where the compiler does not target AVX-512) on one
 // thread, for the shapes of a DANN step on MNIST-sized inputs (batch 128, widths
 // 784 → 256 → 256, heads of 10 and 64) and square 512³ and 1024³; Eigen's own Eigen::bfloat16
 // product on two shapes for reference. Each entry: the median GFLOP/s of many timed repetitions
 // after warm-up. Run: OMP_NUM_THREADS=1 build/bench/gemm_bf16 [--reps N]
-#include <dafuse/backend/generic/gemm.hpp>
-#include <dafuse/backend/generic/gemm_bf16.hpp>
+#include <dafuse/backend/host/gemm.hpp>
+#include <dafuse/backend/host/gemm_bf16.hpp>
 
 #include <Eigen/Core>
 
@@ -21,9 +21,9 @@
 
 namespace {
 
-namespace generic = dafuse::backend::generic;
+namespace host = dafuse::backend::host;
 using dafuse::index_t;
-using generic::op;
+using host::op;
 
 struct shape {
   const char* what;
@@ -65,18 +65,17 @@ void run_shape(const shape& s, int reps) {
   for (float& x : b) x = u(gen);
   const double flop = 2.0 * double(m) * double(n) * double(k);
 
-  generic::gemm_workspace<float> ws32(m, n, k, 1);
+  host::gemm_workspace<float> ws32(m, n, k, 1);
   const double t32 = median_seconds(
       [&] {
-        generic::gemm<OpA, OpB>(ws32, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(),
-                                m);
+        host::gemm<OpA, OpB>(ws32, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), m);
       },
       reps);
-  generic::bf16_gemm_workspace ws16(m, n, k, 1);
+  host::bf16_gemm_workspace ws16(m, n, k, 1);
   const double t16 = median_seconds(
       [&] {
-        generic::gemm_bf16<OpA, OpB>(ws16, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
-                                     c.data(), m);
+        host::gemm_bf16<OpA, OpB>(ws16, m, n, k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(),
+                                  m);
       },
       reps);
   std::string eigen = "";
@@ -159,8 +158,8 @@ int main(int argc, char** argv) {
               vdpbf16ps_peak_gflops());
 #endif
   std::printf("gemm_bf16 (%s) vs gemm fp32 (%s), one thread, median of %d, GFLOP/s\n",
-              generic::bf16_products_native ? "AVX512-BF16 vdpbf16ps" : "portable: fp32 gemm",
-              generic::fp32_products_native ? "AVX-512 kernel" : "Eigen's kernel", reps);
+              host::bf16_products_native ? "AVX512-BF16 vdpbf16ps" : "portable: fp32 gemm",
+              host::fp32_products_native ? "AVX-512 kernel" : "Eigen's kernel", reps);
   std::printf("| %-28s | %17s | %8s | %8s | %6s | %10s |\n", "product", "    m     n     k", "fp32",
               "bf16", "ratio", "Eigen bf16");
   for (const shape& s : shapes) {

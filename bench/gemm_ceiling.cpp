@@ -1,8 +1,8 @@
 // The machine's fp32 GEMM ceiling: a square n³ product repeated after warm-up, with Eigen (on
-// Eigen's own threading) and with dafuse's gemm (backend/generic/gemm.hpp: the AVX-512 kernel of
+// Eigen's own threading) and with dafuse's gemm (backend/host/gemm.hpp: the AVX-512 kernel of
 // gemm_fp32.hpp where the compiler targets it), both on OMP_NUM_THREADS threads.
 // Run: OMP_NUM_THREADS=2 build/bench/gemm_ceiling [--n 1024]
-#include <dafuse/backend/generic/gemm.hpp>
+#include <dafuse/backend/host/gemm.hpp>
 
 #include <Eigen/Core>
 
@@ -45,15 +45,15 @@ int main(int argc, char** argv) {
   const double eigen = gflops(n, [&] { c.noalias() = a * b; });
   const float eigen_sum = c.sum();
 
-  namespace generic = dafuse::backend::generic;
-  generic::gemm_workspace<float> ws(n, n, n, threads);
+  namespace host = dafuse::backend::host;
+  host::gemm_workspace<float> ws(n, n, n, threads);
   const double dafuse = gflops(n, [&] {
-    generic::gemm<generic::op::none, generic::op::none>(ws, n, n, n, 1.0f, a.data(), n, b.data(), n,
-                                                        0.0f, c.data(), n);
+    host::gemm<host::op::none, host::op::none>(ws, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
+                                               c.data(), n);
   });
   std::printf(
       "%ld^3 fp32 GEMM, %d thread(s): Eigen %.1f GFLOP/s, dafuse %.1f GFLOP/s (%s kernel)"
       " (checksums %.3g, %.3g)\n",
-      n, threads, eigen, dafuse, generic::fp32_products_native ? "AVX-512" : "Eigen's",
+      n, threads, eigen, dafuse, host::fp32_products_native ? "AVX-512" : "Eigen's",
       double(eigen_sum), double(c.sum()));
 }

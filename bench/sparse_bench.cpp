@@ -19,7 +19,7 @@
 #include <vector>
 
 namespace df = dafuse;
-namespace gen = df::backend::generic;
+namespace host = df::backend::host;
 
 constexpr df::index_t vocabulary = 5000, hidden = 100, rows = 128;
 using features = df::nn::mlp<vocabulary, hidden, df::nn::relu>;

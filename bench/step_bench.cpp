@@ -1,4 +1,4 @@
-// Time per training step of the demo's network (MNIST → USPS shapes), fused step on the generic
+// Time per training step of the demo's network (MNIST → USPS shapes), fused step on the host
 // backend, in each precision: median and interquartile range over many steps after warm-up, the
 // step's FLOP count from the layer shapes, and the rate it reaches. Run: build/bench/step_bench
 // [--steps N]. The full benchmark suite (eager vs fused, PyTorch side by side) is issue 6.
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
                                    stack_flops<net::classifier_stack>(source_rows) +
                                    2.0 * 128 * 10 * source_rows;
   std::printf("MNIST->USPS network 256-256-128 / 128-10 / 128-128-1, B = 64 + 64\n");
-  std::printf("bf16 products on %s\n", df::backend::generic::bf16_products_native
+  std::printf("bf16 products on %s\n", df::backend::host::bf16_products_native
                                            ? "AVX512-BF16 (gemm_bf16)"
                                            : "the fp32 kernel (no AVX512-BF16 at compile time)");
   using dann = df::head::dann<df::schedule::ganin>;

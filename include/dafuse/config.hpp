@@ -12,7 +12,7 @@
 #endif
 
 // Without nvcc, Thrust's "device" system must be a CPU one: CCCL's Thrust otherwise pulls in the
-// CUDA runtime headers. The generic backend names its system explicitly (thrust::omp), so this
+// CUDA runtime headers. The host backend names its system explicitly (thrust::omp), so this
 // default only matters for user code that says thrust::device_vector.
 #if !defined(__CUDACC__) && !defined(THRUST_DEVICE_SYSTEM)
 #define THRUST_DEVICE_SYSTEM THRUST_DEVICE_SYSTEM_OMP

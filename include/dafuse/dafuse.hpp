@@ -11,6 +11,7 @@
 #include <dafuse/core/profiler.hpp>
 #include <dafuse/core/rng.hpp>
 #include <dafuse/core/system.hpp>
+#include <dafuse/data/batch_draws.hpp>
 #include <dafuse/data/batcher.hpp>
 #include <dafuse/data/csr.hpp>
 #include <dafuse/data/dataset.hpp>
@@ -27,6 +28,7 @@
 #include <dafuse/nn/grad_reversal.hpp>
 #include <dafuse/nn/init.hpp>
 #include <dafuse/nn/loss.hpp>
+#include <dafuse/policy/arguments.hpp>
 #include <dafuse/policy/clip.hpp>
 #include <dafuse/policy/head.hpp>
 #include <dafuse/policy/loader.hpp>
@@ -34,7 +36,6 @@
 #include <dafuse/policy/precision.hpp>
 #include <dafuse/policy/schedule.hpp>
 #include <dafuse/select/validators.hpp>
-#include <dafuse/step/arguments.hpp>
 #include <dafuse/step/eager_step.hpp>
 #include <dafuse/step/train_step.hpp>
 #include <dafuse/train/checkpoint.hpp>

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tests for backend/generic/gemm_bf16.hpp against a naive product in double on bf16-rounded
+// Tests for backend/host/gemm_bf16.hpp against a naive product in double on bf16-rounded
 // operands: all four op combinations, sizes that are no multiple of any tile, leading dimensions
 // larger than the rows, α ≠ 1, β ∈ {0, 1, 0.5}, and NaN in C with β = 0.
-#include <dafuse/backend/generic/gemm_bf16.hpp>
+#include <dafuse/backend/host/gemm_bf16.hpp>
 #include "../check.hpp"
 
 #include <dafuse/core/error.hpp>
@@ -20,9 +20,9 @@
 
 namespace {
 
-namespace generic = dafuse::backend::generic;
+namespace host = dafuse::backend::host;
 using dafuse::index_t;
-using generic::op;
+using host::op;
 
 //! A column-major [rows, cols] matrix with leading dimension rows + pad, filled with values in
 //! (-2, 2) that mostly need more than bf16's 8 significant bits (so rounding shows); the padding
@@ -48,7 +48,7 @@ void check_product(index_t m,
                    float beta,
                    bool nan_in_c,
                    int threads = 0,
-                   std::optional<generic::detail::product_split> split = std::nullopt) {
+                   std::optional<host::detail::product_split> split = std::nullopt) {
   CAPTURE(m);
   CAPTURE(n);
   CAPTURE(k);
@@ -64,16 +64,16 @@ void check_product(index_t m,
         c.v[std::size_t(i + j * c.ld)] = std::numeric_limits<float>::quiet_NaN();
   const matrix c0 = c;
 
-  generic::bf16_gemm_workspace ws(m, n, k, threads);
+  host::bf16_gemm_workspace ws(m, n, k, threads);
   if (split) {
     // Leave another product's partial sums behind: a partial is written, never added to.
     ws.reserve_partial_sums(m * n);
     std::vector<float> other(c.v.size());
-    generic::gemm_bf16<OpA, OpB>(ws, m, n, k, 3.0f, a.v.data(), a.ld, b.v.data(), b.ld, 0.0f,
-                                 other.data(), c.ld, generic::no_finish{}, split);
+    host::gemm_bf16<OpA, OpB>(ws, m, n, k, 3.0f, a.v.data(), a.ld, b.v.data(), b.ld, 0.0f,
+                              other.data(), c.ld, host::no_finish{}, split);
   }
-  generic::gemm_bf16<OpA, OpB>(ws, m, n, k, alpha, a.v.data(), a.ld, b.v.data(), b.ld, beta,
-                               c.v.data(), c.ld, generic::no_finish{}, split);
+  host::gemm_bf16<OpA, OpB>(ws, m, n, k, alpha, a.v.data(), a.ld, b.v.data(), b.ld, beta,
+                            c.v.data(), c.ld, host::no_finish{}, split);
 
   // Reference: exact products of the bf16 values, summed in double. The error bound is fp32
   // accumulation's: a few units of 2^-24 per term of Σ|a||b|, with k terms at most.
@@ -129,7 +129,7 @@ void check_all_sizes() {
   // Split along k (a layer's forward product): partial sums added by columns, β applied once.
   for (int threads : {2, 3}) {
     const auto split =
-        generic::detail::product_split::even(generic::split_along::depth, 451, threads, 32);
+        host::detail::product_split::even(host::split_along::depth, 451, threads, 32);
     check_product<OpA, OpB>(301, 70, 451, 1.0f, 0.0f, true, threads, split);
     check_product<OpA, OpB>(301, 70, 451, -0.75f, 0.5f, false, threads, split);
   }
@@ -157,8 +157,8 @@ TEST_CASE("gemm_bf16 rounds its operands to bf16 and accumulates in fp32") {
   std::vector<float> a(k, 1.0f + 0x1p-9f), b(k, 1.0f);
   a[0] = 0x1p-9f;
   float c = 0;
-  generic::bf16_gemm_workspace ws(1, 1, k);
-  generic::gemm_bf16<op::none, op::none>(ws, 1, 1, k, 1.0f, a.data(), 1, b.data(), k, 0.0f, &c, 1);
+  host::bf16_gemm_workspace ws(1, 1, k);
+  host::gemm_bf16<op::none, op::none>(ws, 1, 1, k, 1.0f, a.data(), 1, b.data(), k, 0.0f, &c, 1);
   CHECK(c == float(k - 1) + 0x1p-9f);
 }
 
@@ -183,16 +183,16 @@ TEST_CASE("gemm_bf16 adds the squares for a finisher that sums them as the kerne
     const index_t m = 301, n = 250, k = 700;
     const matrix a(m, k, 3, 41), b(k, n, 5, 43);
     matrix c(m, n, 2, 47);
-    generic::bf16_gemm_workspace ws(m, n, k, threads);
+    host::bf16_gemm_workspace ws(m, n, k, threads);
     std::atomic<int> calls{0};
-    const double returned = generic::gemm_bf16<op::none, op::none>(
-        ws, m, n, k, 0.5f, a.v.data(), a.ld, b.v.data(), b.ld, 0.25f, c.v.data(), c.ld,
-        squares_probe{&calls});
+    const double returned =
+        host::gemm_bf16<op::none, op::none>(ws, m, n, k, 0.5f, a.v.data(), a.ld, b.v.data(), b.ld,
+                                            0.25f, c.v.data(), c.ld, squares_probe{&calls});
     double expected = 0;
     for (index_t j = 0; j < n; ++j)
       for (index_t i = 0; i < m; ++i) expected += double(c.at(i, j)) * c.at(i, j);
     CHECK(returned == doctest::Approx(expected).epsilon(1e-5));
-    if (generic::bf16_products_native)
+    if (host::bf16_products_native)
       CHECK(calls.load() == 0);
     else
       CHECK(calls.load() > 0);
@@ -200,42 +200,41 @@ TEST_CASE("gemm_bf16 adds the squares for a finisher that sums them as the kerne
 }
 
 TEST_CASE("gemm_bf16 with k = 0 scales C by beta") {
-  generic::bf16_gemm_workspace ws(2, 2, 1);
+  host::bf16_gemm_workspace ws(2, 2, 1);
   std::vector<float> c = {1, 2, 3, 4};
-  generic::gemm_bf16<op::none, op::none>(ws, 2, 2, 0, 1.0f, nullptr, 2, nullptr, 1, 0.5f, c.data(),
-                                         2);
+  host::gemm_bf16<op::none, op::none>(ws, 2, 2, 0, 1.0f, nullptr, 2, nullptr, 1, 0.5f, c.data(), 2);
   CHECK(c == std::vector<float>{0.5f, 1, 1.5f, 2});
 }
 
 TEST_CASE("gemm_bf16 with an unsized workspace or a product too large for it throws") {
-  generic::bf16_gemm_workspace unsized;
+  host::bf16_gemm_workspace unsized;
   std::vector<float> a(16, 1.0f), b(16, 1.0f), c(16, 0.0f);
-  CHECK_THROWS_AS((generic::gemm_bf16<op::none, op::none>(unsized, 2, 2, 2, 1.0f, a.data(), 2,
-                                                          b.data(), 2, 0.0f, c.data(), 2)),
+  CHECK_THROWS_AS((host::gemm_bf16<op::none, op::none>(unsized, 2, 2, 2, 1.0f, a.data(), 2,
+                                                       b.data(), 2, 0.0f, c.data(), 2)),
                   dafuse::error);
   // A moved-from workspace has no buffers left: refused too, with a split given or not.
-  generic::bf16_gemm_workspace moved(4, 4, 4, 2);
-  generic::bf16_gemm_workspace taken = std::move(moved);
+  host::bf16_gemm_workspace moved(4, 4, 4, 2);
+  host::bf16_gemm_workspace taken = std::move(moved);
   CHECK_FALSE(moved.sized());
   CHECK(taken.sized());
-  CHECK_THROWS_AS((generic::gemm_bf16<op::none, op::none>(moved, 2, 2, 2, 1.0f, a.data(), 2,
-                                                          b.data(), 2, 0.0f, c.data(), 2)),
+  CHECK_THROWS_AS((host::gemm_bf16<op::none, op::none>(moved, 2, 2, 2, 1.0f, a.data(), 2, b.data(),
+                                                       2, 0.0f, c.data(), 2)),
                   dafuse::error);
   CHECK_THROWS_AS(
-      (generic::gemm_bf16<op::none, op::none>(
-          moved, 2, 2, 2, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2, generic::no_finish{},
-          generic::detail::product_split::even(generic::split_along::rows, 2, 2, 1))),
+      (host::gemm_bf16<op::none, op::none>(
+          moved, 2, 2, 2, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2, host::no_finish{},
+          host::detail::product_split::even(host::split_along::rows, 2, 2, 1))),
       dafuse::error);
-  generic::bf16_gemm_workspace small(2, 2, 2);
-  CHECK_THROWS_AS((generic::gemm_bf16<op::none, op::none>(small, 3, 2, 2, 1.0f, a.data(), 3,
-                                                          b.data(), 2, 0.0f, c.data(), 3)),
+  host::bf16_gemm_workspace small(2, 2, 2);
+  CHECK_THROWS_AS((host::gemm_bf16<op::none, op::none>(small, 3, 2, 2, 1.0f, a.data(), 3, b.data(),
+                                                       2, 0.0f, c.data(), 3)),
                   dafuse::error);
 }
 
 TEST_CASE("bf16_products_native says which path is compiled in") {
 #if defined(__AVX512BF16__) && !defined(__CUDACC__)
-  CHECK(generic::bf16_products_native);
+  CHECK(host::bf16_products_native);
 #else
-  CHECK_FALSE(generic::bf16_products_native);
+  CHECK_FALSE(host::bf16_products_native);
 #endif
 }

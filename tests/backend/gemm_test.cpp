@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tests for backend/generic/gemm.hpp (and the AVX-512 fp32 kernel of gemm_fp32.hpp behind it)
+// Tests for backend/host/gemm.hpp (and the AVX-512 fp32 kernel of gemm_fp32.hpp behind it)
 // against a naive product in double: fp32 and fp64, all four op combinations, sizes that are no
 // multiple of any register tile or block, leading dimensions larger than the rows, α ≠ 1,
 // β ∈ {0, 1, 0.5}, NaN in C with β = 0, k = 0, products with a side of 1 (thin_product), the
 // two-thread split of C and the split along k with its partial sums, the finisher that sees each
 // thread's block of C, and layer_split, which divides a dense layer's products by W's columns.
-#include <dafuse/backend/generic/gemm.hpp>
+#include <dafuse/backend/host/gemm.hpp>
 #include "../check.hpp"
 
 #include <dafuse/core/error.hpp>
@@ -30,11 +30,11 @@
 
 namespace {
 
-namespace generic = dafuse::backend::generic;
+namespace host = dafuse::backend::host;
 using dafuse::index_t;
-using generic::op;
-using generic::split_along;
-using generic::detail::product_split;
+using host::op;
+using host::split_along;
+using host::detail::product_split;
 
 //! A column-major [rows, cols] matrix with leading dimension rows + pad, filled with values in
 //! (-2, 2); the padding holds a value that would spoil any result that read it.
@@ -79,16 +79,16 @@ std::vector<T> check_product(index_t m,
         c.v[std::size_t(i + j * c.ld)] = std::numeric_limits<T>::quiet_NaN();
   const matrix<T> c0 = c;
 
-  generic::gemm_workspace<T> ws(m, n, k, threads);
+  host::gemm_workspace<T> ws(m, n, k, threads);
   if (split) {
     // Leave another product's partial sums behind: a partial is written, never added to.
     ws.reserve_partial_sums(m * n);
     std::vector<T> other(c.v.size());
-    generic::gemm<OpA, OpB>(ws, m, n, k, T(3), a.v.data(), a.ld, b.v.data(), b.ld, T(0),
-                            other.data(), c.ld, generic::no_finish{}, split);
+    host::gemm<OpA, OpB>(ws, m, n, k, T(3), a.v.data(), a.ld, b.v.data(), b.ld, T(0), other.data(),
+                         c.ld, host::no_finish{}, split);
   }
-  generic::gemm<OpA, OpB>(ws, m, n, k, alpha, a.v.data(), a.ld, b.v.data(), b.ld, beta, c.v.data(),
-                          c.ld, generic::no_finish{}, split);
+  host::gemm<OpA, OpB>(ws, m, n, k, alpha, a.v.data(), a.ld, b.v.data(), b.ld, beta, c.v.data(),
+                       c.ld, host::no_finish{}, split);
 
   const double unit = std::numeric_limits<T>::epsilon();
   double worst = 0;
@@ -141,7 +141,7 @@ void check_all_sizes() {
                                 {257, 1, 20},
                                 {600, 300, 1},
                                 {1, 1, 5000}}) {
-    REQUIRE(generic::detail::is_thin(m, n, k));
+    REQUIRE(host::detail::is_thin(m, n, k));
     const std::vector<T> one = check_product<T, OpA, OpB>(m, n, k, T(1), T(0), true);
     check_product<T, OpA, OpB>(m, n, k, T(-0.75), T(1), false);
     check_product<T, OpA, OpB>(m, n, k, T(1.5), T(0.5), false);
@@ -160,7 +160,7 @@ void check_split() {
   for (const auto& [m, n] : {std::pair<index_t, index_t>{301, 250}, {250, 301}, {1000, 70}}) {
     const std::vector<T> one = check_product<T, OpA, OpB>(m, n, 451, T(1), T(0), true, 1);
     const std::vector<T> two = check_product<T, OpA, OpB>(m, n, 451, T(1), T(0), true, 2);
-    if (generic::gemm_workspace<T>::native) CHECK(one == two);
+    if (host::gemm_workspace<T>::native) CHECK(one == two);
   }
 }
 
@@ -171,7 +171,7 @@ void check_split() {
 //! 64, 36 and an empty third; Eigen's 16 give 48, 48, 4).
 template <class T, op OpA, op OpB>
 void check_depth_split() {
-  constexpr index_t unit = generic::gemm_workspace<T>::row_tile;
+  constexpr index_t unit = host::gemm_workspace<T>::row_tile;
   for (const auto& [m, n, k, threads] : {std::array<index_t, 4>{301, 70, 451, 2},
                                          {301, 70, 451, 3},
                                          {100, 50, 100, 3},
@@ -226,11 +226,11 @@ void check_finisher(index_t m,
   CAPTURE(threads);
   const bool ta = OpA == op::transpose, tb = OpB == op::transpose;
   const matrix<float> a(ta ? k : m, ta ? m : k, 1, 3), b(tb ? n : k, tb ? k : n, 2, 4);
-  generic::gemm_workspace<float> ws(m, n, k, threads);
+  host::gemm_workspace<float> ws(m, n, k, threads);
   ws.reserve_partial_sums(m * n);
   std::vector<float> plain(std::size_t(m * n)), c(std::size_t(m * n));
-  generic::gemm<OpA, OpB>(ws, m, n, k, 1.0f, a.v.data(), a.ld, b.v.data(), b.ld, 0.0f, plain.data(),
-                          m, generic::no_finish{}, split);
+  host::gemm<OpA, OpB>(ws, m, n, k, 1.0f, a.v.data(), a.ld, b.v.data(), b.ld, 0.0f, plain.data(), m,
+                       host::no_finish{}, split);
   struct block {
     index_t first, rows, cols;
     double sum;
@@ -238,7 +238,7 @@ void check_finisher(index_t m,
   std::vector<block> seen(std::size_t(threads) + 1);
   std::vector<int> visits(std::size_t(m * n), 0);
   std::atomic<int> count{0};
-  const double returned = generic::gemm<OpA, OpB>(
+  const double returned = host::gemm<OpA, OpB>(
       ws, m, n, k, 1.0f, a.v.data(), a.ld, b.v.data(), b.ld, 0.0f, c.data(), m,
       [&](float* blk, index_t rows, index_t cols, index_t ld) {
         REQUIRE(ld == m);
@@ -256,7 +256,7 @@ void check_finisher(index_t m,
   const int blocks = count.load();
   const bool along_terms = split && split->along == split_along::depth && split->threads > 1;
   // Along k and in a large outer product (k = 1) the finished blocks are blocks of columns.
-  const bool split_outer = k == 1 && m * n >= generic::detail::thin_parallel_values;
+  const bool split_outer = k == 1 && m * n >= host::detail::thin_parallel_values;
   const product_split finished =
       along_terms || split_outer
           ? product_split::even(split_along::columns, n, ws.threads(), ws.col_tile)
@@ -337,18 +337,18 @@ void check_squares(index_t m,
       for (index_t i = 0; i < m; ++i) c.v[std::size_t(i + j * c.ld)] = std::nan("");
   // Sized as a step's workspace is, for its largest product: room for the in-place path.
   const index_t side = std::max({m, n, k});
-  generic::gemm_workspace<T> ws(side, side, side, threads);
+  host::gemm_workspace<T> ws(side, side, side, threads);
   ws.reserve_partial_sums(m * n);
   std::atomic<int> calls{0};
   const double returned =
-      generic::gemm<OpA, OpB>(ws, m, n, k, T(0.75), a.v.data(), a.ld, b.v.data(), b.ld, beta,
-                              c.v.data(), c.ld, squares_probe{&calls}, split);
+      host::gemm<OpA, OpB>(ws, m, n, k, T(0.75), a.v.data(), a.ld, b.v.data(), b.ld, beta,
+                           c.v.data(), c.ld, squares_probe{&calls}, split);
   double expected = 0;
   for (index_t j = 0; j < n; ++j)
     for (index_t i = 0; i < m; ++i) expected += double(c.at(i, j)) * double(c.at(i, j));
   REQUIRE(std::isfinite(returned));
   CHECK(returned == doctest::Approx(expected).epsilon(1e-5));
-  if (kernel_sums && generic::gemm_workspace<T>::native)
+  if (kernel_sums && host::gemm_workspace<T>::native)
     CHECK(calls.load() == 0);
   else
     CHECK(calls.load() > 0);
@@ -378,13 +378,13 @@ TEST_CASE("a split along k gives the same C with a team smaller than the split")
   // runs every block of the split itself: the partial sums are added in the same order.
   constexpr index_t m = 300, n = 64, k = 700;
   const matrix<float> a(m, k, 0, 5), b(k, n, 0, 6);
-  generic::gemm_workspace<float> ws(m, n, k, 3);
+  host::gemm_workspace<float> ws(m, n, k, 3);
   ws.reserve_partial_sums(m * n);
   const product_split split = product_split::even(split_along::depth, k, 3, ws.row_tile);
   REQUIRE(split.threads == 3);
   const auto run = [&] {
     std::vector<float> c(std::size_t(m * n));
-    const double sum = generic::gemm<op::none, op::none>(
+    const double sum = host::gemm<op::none, op::none>(
         ws, m, n, k, 1.0f, a.v.data(), m, b.v.data(), k, 0.0f, c.data(), m,
         [](float* blk, index_t rows, index_t cols, index_t ld) {
           double s = 0;
@@ -419,7 +419,7 @@ TEST_CASE("a split product gives the same C and finisher sum on a held team") {
   // team of 2 takes the third block on thread 0), along k, C's rows and C's columns.
   constexpr index_t m = 300, n = 64, k = 700;
   const matrix<float> a(m, k, 0, 7), b(k, n, 0, 8);
-  generic::gemm_workspace<float> ws(m, n, k, 3);
+  host::gemm_workspace<float> ws(m, n, k, 3);
   ws.reserve_partial_sums(m * n);
   const auto sum_of = [](float* blk, index_t rows, index_t cols, index_t ld) {
     double s = 0;
@@ -436,13 +436,13 @@ TEST_CASE("a split product gives the same C and finisher sum on a held team") {
     CAPTURE(split.threads);
     const auto run = [&] {
       std::vector<float> c(std::size_t(m * n));
-      const double sum = generic::gemm<op::none, op::none>(
+      const double sum = host::gemm<op::none, op::none>(
           ws, m, n, k, 1.0f, a.v.data(), m, b.v.data(), k, 0.0f, c.data(), m, sum_of, split);
       return std::pair{c, sum};
     };
     const auto own_region = run();
     std::pair<std::vector<float>, double> held_team;
-    generic::with_thread_team(true, [&] { held_team = run(); });
+    host::with_thread_team(true, [&] { held_team = run(); });
     CHECK(held_team.first == own_region.first);
     CHECK(held_team.second == own_region.second);
   }
@@ -452,10 +452,10 @@ TEST_CASE("gemm refuses a split it has no room or threads for") {
   constexpr index_t m = 64, n = 32, k = 256;
   const matrix<float> a(m, k, 0, 1), b(k, n, 0, 2);
   std::vector<float> c(std::size_t(m * n));
-  generic::gemm_workspace<float> ws(m, n, k, 2);
+  host::gemm_workspace<float> ws(m, n, k, 2);
   const auto run = [&](product_split split) {
-    generic::gemm<op::none, op::none>(ws, m, n, k, 1.0f, a.v.data(), m, b.v.data(), k, 0.0f,
-                                      c.data(), m, generic::no_finish{}, split);
+    host::gemm<op::none, op::none>(ws, m, n, k, 1.0f, a.v.data(), m, b.v.data(), k, 0.0f, c.data(),
+                                   m, host::no_finish{}, split);
   };
   const auto message = [&](product_split split) {
     return dafuse::test::error_message([&] { run(split); });
@@ -475,11 +475,11 @@ TEST_CASE("gemm refuses a split it has no room or threads for") {
 }
 
 TEST_CASE("layer_split gives a layer's three products the same blocks of W's columns") {
-  generic::gemm_workspace<float> ws(1024, 1024, 1024, 2);
+  host::gemm_workspace<float> ws(1024, 1024, 1024, 2);
   // office-head's G_d: 256 → 1024 → 1024 on 64 samples. Without room for partial sums every
   // product keeps its own split.
   for (const auto& [out, in] : {std::pair<index_t, index_t>{1024, 256}, {1024, 1024}}) {
-    const generic::layer_split own = ws.split_layer(out, in, 64);
+    const host::layer_split own = ws.split_layer(out, in, 64);
     CHECK(own.forward.along == ws.split(out, 64, in).along);
     CHECK(own.forward.per == ws.split(out, 64, in).per);
     CHECK(own.weight_gradient.along == ws.split(out, in, 64).along);
@@ -488,7 +488,7 @@ TEST_CASE("layer_split gives a layer's three products the same blocks of W's col
   ws.reserve_partial_sums(1024 * 64);
   for (const auto& [out, in] : {std::pair<index_t, index_t>{1024, 256}, {1024, 1024}}) {
     CAPTURE(in);
-    const generic::layer_split s = ws.split_layer(out, in, 64);
+    const host::layer_split s = ws.split_layer(out, in, 64);
     CHECK(s.forward.along == split_along::depth);
     CHECK(s.weight_gradient.along == split_along::columns);
     CHECK(s.input_gradient.along == split_along::rows);
@@ -498,7 +498,7 @@ TEST_CASE("layer_split gives a layer's three products the same blocks of W's col
       CHECK(p.range(0) == s.forward.range(0));
       CHECK(p.range(1) == s.forward.range(1));
     }
-    CHECK(s.forward.per % generic::line_values<float> == 0);
+    CHECK(s.forward.per % host::line_values<float> == 0);
   }
   // Where a split along the terms does not pay, each product keeps its own: too small (one
   // thread), partial sums as large as W (n ≥ in), partial sums beyond the room reserved.
@@ -507,7 +507,7 @@ TEST_CASE("layer_split gives a layer's three products the same blocks of W's col
     CAPTURE(out);
     CAPTURE(in);
     CAPTURE(n);
-    const generic::layer_split s = ws.split_layer(out, in, n);
+    const host::layer_split s = ws.split_layer(out, in, n);
     CHECK(s.forward.along != split_along::depth);
     CHECK(s.forward.threads == ws.split(out, n, in).threads);
     CHECK(s.weight_gradient.threads == ws.split(out, in, n).threads);
@@ -516,24 +516,24 @@ TEST_CASE("layer_split gives a layer's three products the same blocks of W's col
 }
 
 TEST_CASE("gemm with k = 0 scales C by beta, and beta = 0 overwrites NaN") {
-  generic::gemm_workspace<float> ws(2, 2, 1);
+  host::gemm_workspace<float> ws(2, 2, 1);
   std::vector<float> c = {1, 2, 3, 4};
-  generic::gemm<op::none, op::none>(ws, 2, 2, 0, 1.0f, static_cast<const float*>(nullptr), 2,
-                                    static_cast<const float*>(nullptr), 1, 0.5f, c.data(), 2);
+  host::gemm<op::none, op::none>(ws, 2, 2, 0, 1.0f, static_cast<const float*>(nullptr), 2,
+                                 static_cast<const float*>(nullptr), 1, 0.5f, c.data(), 2);
   CHECK(c == std::vector<float>{0.5f, 1, 1.5f, 2});
   c.assign(4, std::numeric_limits<float>::quiet_NaN());
-  generic::gemm<op::none, op::none>(ws, 2, 2, 0, 1.0f, static_cast<const float*>(nullptr), 2,
-                                    static_cast<const float*>(nullptr), 1, 0.0f, c.data(), 2);
+  host::gemm<op::none, op::none>(ws, 2, 2, 0, 1.0f, static_cast<const float*>(nullptr), 2,
+                                 static_cast<const float*>(nullptr), 1, 0.0f, c.data(), 2);
   CHECK(c == std::vector<float>{0, 0, 0, 0});
 }
 
 TEST_CASE("gemm runs a product larger than its workspace was sized for") {
   // The workspace's buffers hold one block of each loop; a larger product takes more blocks.
-  generic::gemm_workspace<float> small(8, 8, 8, 1);
+  host::gemm_workspace<float> small(8, 8, 8, 1);
   const matrix<float> a(70, 300, 0, 1), b(300, 50, 0, 2);
   std::vector<float> c(70 * 50, 0.0f);
-  generic::gemm<op::none, op::none>(small, 70, 50, 300, 1.0f, a.v.data(), 70, b.v.data(), 300, 0.0f,
-                                    c.data(), 70);
+  host::gemm<op::none, op::none>(small, 70, 50, 300, 1.0f, a.v.data(), 70, b.v.data(), 300, 0.0f,
+                                 c.data(), 70);
   double worst = 0;
   for (index_t j = 0; j < 50; ++j)
     for (index_t i = 0; i < 70; ++i) {
@@ -548,23 +548,23 @@ TEST_CASE("gemm runs a product larger than its workspace was sized for") {
 }
 
 TEST_CASE("gemm with an unsized workspace throws") {
-  generic::gemm_workspace<float> unsized;
+  host::gemm_workspace<float> unsized;
   std::vector<float> a(4, 1.0f), b(4, 1.0f), c(4, 0.0f);
-  CHECK_THROWS_AS((generic::gemm<op::none, op::none>(
+  CHECK_THROWS_AS((host::gemm<op::none, op::none>(
                       unsized, 2, 2, 2, 1.0f, static_cast<const float*>(a.data()), 2,
                       static_cast<const float*>(b.data()), 2, 0.0f, c.data(), 2)),
                   dafuse::error);
 }
 
 TEST_CASE("gemm refuses a moved-from workspace, with a split of its own or the default") {
-  generic::gemm_workspace<float> ws(8, 8, 8, 2);
-  generic::gemm_workspace<float> taken = std::move(ws);
+  host::gemm_workspace<float> ws(8, 8, 8, 2);
+  host::gemm_workspace<float> taken = std::move(ws);
   std::vector<float> a(64, 1.0f), b(64, 1.0f), c(64, 0.0f);
   const auto run = [&](std::optional<product_split> split) {
     return dafuse::test::error_message([&] {
-      generic::gemm<op::none, op::none>(ws, 8, 8, 8, 1.0f, static_cast<const float*>(a.data()), 8,
-                                        static_cast<const float*>(b.data()), 8, 0.0f, c.data(), 8,
-                                        generic::no_finish{}, split);
+      host::gemm<op::none, op::none>(ws, 8, 8, 8, 1.0f, static_cast<const float*>(a.data()), 8,
+                                     static_cast<const float*>(b.data()), 8, 0.0f, c.data(), 8,
+                                     host::no_finish{}, split);
     });
   };
   CHECK(run(std::nullopt).find("workspace") != std::string::npos);
@@ -574,7 +574,7 @@ TEST_CASE("gemm refuses a moved-from workspace, with a split of its own or the d
 
 #if !defined(__SANITIZE_ADDRESS__)  // AddressSanitizer aborts on an impossible allocation
 TEST_CASE("a failed reserve_partial_sums leaves the room it had") {
-  generic::gemm_workspace<float> ws(1024, 1024, 1024, 2);
+  host::gemm_workspace<float> ws(1024, 1024, 1024, 2);
   ws.reserve_partial_sums(1024 * 64);
   CHECK(ws.split_layer(1024, 1024, 64).forward.along == split_along::depth);
   CHECK_THROWS_AS(ws.reserve_partial_sums(index_t(1) << 50), std::bad_alloc);
@@ -587,12 +587,12 @@ TEST_CASE("a failed reserve_partial_sums leaves the room it had") {
 
 TEST_CASE("fp32_products_native says which path is compiled in") {
 #if defined(__AVX512F__) && !defined(__CUDACC__)
-  CHECK(generic::fp32_products_native);
-  CHECK(generic::gemm_workspace<float>::native);
+  CHECK(host::fp32_products_native);
+  CHECK(host::gemm_workspace<float>::native);
 #else
-  CHECK_FALSE(generic::fp32_products_native);
+  CHECK_FALSE(host::fp32_products_native);
 #endif
-  CHECK_FALSE(generic::gemm_workspace<double>::native);
+  CHECK_FALSE(host::gemm_workspace<double>::native);
 }
 
 #if DAFUSE_GEMM_FP32_NATIVE
@@ -620,7 +620,7 @@ void check_same_bits(index_t m,
   if (nan_in_c)
     for (float& v : c.v) v = std::numeric_limits<float>::quiet_NaN();
   matrix<float> expected = c;
-  generic::detail::fp32_panels p = generic::detail::make_fp32_panels(m, n, k);
+  host::detail::fp32_panels p = host::detail::make_fp32_panels(m, n, k);
   double squares = 0.0, expected_squares = 0.0;
   way.template operator()<TransB>(p, a, b, c, &squares);
   reference.template operator()<TransB>(p, a, b, expected, &expected_squares);
@@ -635,20 +635,20 @@ template <class Kernel>
 struct blocked_with {
   float alpha, beta;
   template <bool TransB>
-  void operator()(generic::detail::fp32_panels& p,
+  void operator()(host::detail::fp32_panels& p,
                   const matrix<float>& a,
                   const matrix<float>& b,
                   matrix<float>& c,
                   double* squares) const {
-    generic::detail::blocked_product<Kernel, false, TransB>(p, a.rows, c.cols, a.cols, alpha,
-                                                            a.v.data(), a.ld, b.v.data(), b.ld,
-                                                            beta, c.v.data(), c.ld, squares);
+    host::detail::blocked_product<Kernel, false, TransB>(p, a.rows, c.cols, a.cols, alpha,
+                                                         a.v.data(), a.ld, b.v.data(), b.ld, beta,
+                                                         c.v.data(), c.ld, squares);
   }
 };
 
 //! fp32_kernel without packs_a_in_first_tiles: blocked_product then packs every block of A ahead
 //! of its tiles, the reference for the panels packed by their first tiles.
-struct fp32_kernel_packing_ahead : generic::detail::fp32_kernel {
+struct fp32_kernel_packing_ahead : host::detail::fp32_kernel {
   static bool packs_a_in_first_tiles(index_t) = delete;
 };
 
@@ -660,7 +660,7 @@ TEST_CASE("A packed by its panels' first tiles gives the bits of A packed ahead"
   // k of 127 (packed ahead either way), 128, and 300 (a block packed in tiles, then one of 44
   // packed ahead), A's and C's leading dimensions past their rows, α ≠ 1, β ∈ {0, 1, 0.5} and
   // NaN in C at β = 0.
-  namespace detail = generic::detail;
+  namespace detail = host::detail;
   static_assert(detail::packs_a_in_tiles<detail::fp32_kernel>);
   static_assert(!detail::packs_a_in_tiles<fp32_kernel_packing_ahead>);
   const auto both_ways = [](index_t m, index_t n, index_t k, float alpha, float beta, bool nan_in_c,
@@ -683,7 +683,7 @@ TEST_CASE("A packed by its panels' first tiles gives the bits of A packed ahead"
   CHECK(check_product<float, op::none, op::none>(520, 64, 600, 1.0f, 0.0f, true, 2) == one);
   check_product<float, op::none, op::none>(
       520, 64, 600, 1.0f, 0.0f, true, 2,
-      product_split::even(split_along::depth, 600, 2, generic::gemm_workspace<float>::row_tile));
+      product_split::even(split_along::depth, 600, 2, host::gemm_workspace<float>::row_tile));
   // A ending against a page that faults when touched: the masked loads and the requests for
   // lines ahead read nothing past A's last value (AddressSanitizer does not check AVX-512's
   // masked loads). m = 131 leaves a last panel of 3 rows.
@@ -725,7 +725,7 @@ TEST_CASE("a product of one panel and one block of terms reads both operands in 
   // padding included: m around the 16- and 32-row tiles, n around the 12-column tiles, k up to a
   // whole block, B transposed or not, leading dimensions past the rows, α ≠ 1, β ∈ {0, 1, 0.5}
   // and NaN in C at β = 0. In the step these are moons' products and the classifiers'.
-  namespace detail = generic::detail;
+  namespace detail = host::detail;
   const auto in_place = [](float alpha, float beta) {
     return [=]<bool TransB>(detail::fp32_panels&, const matrix<float>& a, const matrix<float>& b,
                             matrix<float>& c, double* squares) {
@@ -786,7 +786,7 @@ TEST_CASE("an input-gradient product with a large A reads it in place and gives 
   // 192), m no multiple of the 12-column tiles, k across several kc = 256 blocks, leading
   // dimensions past the rows, α ≠ 1, β ∈ {0, 1, 0.5} and NaN in C at β = 0. In the step this is
   // δx = Wᵀ·δz of office-head's 1024-wide layers.
-  namespace detail = generic::detail;
+  namespace detail = host::detail;
   const auto transposed_in_place = [](index_t m, index_t n, index_t k, float alpha, float beta,
                                       bool nan_in_c) {
     CAPTURE(m);

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tests for backend/generic/loss.hpp: the batched losses against the per-sample functions of
+// Tests for backend/host/loss.hpp: the batched losses against the per-sample functions of
 // nn/loss.hpp (themselves checked against PyTorch in tests/nn) on every remainder of 16, with
 // logits from 0 to ±90 (exp of the largest would overflow without the shift), and with the
 // gradient written over the logits.
-#include <dafuse/backend/generic/loss.hpp>
+#include <dafuse/backend/host/loss.hpp>
 #include "../check.hpp"
 
 #include <dafuse/core/rng.hpp>
@@ -16,7 +16,7 @@
 
 namespace {
 
-namespace generic = dafuse::backend::generic;
+namespace host = dafuse::backend::host;
 using dafuse::index_t;
 
 //! Logits: mostly in (−8, 8), every seventh ±90, every eleventh exactly 0.
@@ -61,7 +61,7 @@ void check_bce(bool in_place) {
     if (!in_place) out.assign(z.size(), T(1e30));
     index_t right = 3;  // added to, not overwritten
     const double sum =
-        generic::binary_cross_entropy_with_logits(input, n, first_target, scale, out.data(), right);
+        host::binary_cross_entropy_with_logits(input, n, first_target, scale, out.data(), right);
     CHECK(close<T>(sum, want_sum, double(n)));
     CHECK(right == want_right + 3);
     for (index_t c = 0; c < n; ++c) {
@@ -91,7 +91,7 @@ void check_softmax_ce(bool in_place) {
       const T* input = in_place ? out.data() : z.data();
       if (!in_place) out.assign(z.size(), T(1e30));
       const double sum =
-          generic::softmax_cross_entropy(input, classes, n, y.data(), scale, out.data());
+          host::softmax_cross_entropy(input, classes, n, y.data(), scale, out.data());
       CHECK(close<T>(sum, want_sum, double(n)));
       for (std::size_t i = 0; i < z.size(); ++i) {
         CAPTURE(i);

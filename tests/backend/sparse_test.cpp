@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tests for backend/generic/sparse.hpp: the sparse first layer's forward product and weight
+// Tests for backend/host/sparse.hpp: the sparse first layer's forward product and weight
 // gradient against plain loops in double, for heights that fill one register block exactly, leave
 // a partial last vector, and take several blocks (1 to 300 rows), in fp32 (registers on AVX-512)
 // and fp64 (Eigen); the stored values rounded by `Round`; and the weight gradient writing only the
 // columns of the features the batch uses.
-#include <dafuse/backend/generic/sparse.hpp>
+#include <dafuse/backend/host/sparse.hpp>
 #include "../check.hpp"
 
 #include <dafuse/core/rng.hpp>
@@ -19,7 +19,7 @@
 
 namespace {
 
-namespace generic = dafuse::backend::generic;
+namespace host = dafuse::backend::host;
 using dafuse::index_t;
 
 constexpr index_t features = 53;
@@ -78,7 +78,7 @@ void check_forward(index_t out) {
   fill_random(std::span<T>(w.data(), w.size()), 5);
   dafuse::test::guarded_array<T> y(static_cast<std::size_t>(out * b.cols));
   std::fill(y.begin(), y.end(), T(7));  // overwritten, not added to
-  generic::sparse_input_product<doubled>(w.data(), out, b.view(), y.data());
+  host::sparse_input_product<doubled>(w.data(), out, b.view(), y.data());
   std::vector<double> expected(y.size(), 0.0);
   for (index_t c = 0; c < b.cols; ++c)
     for (index_t k = b.offsets[c]; k < b.offsets[c + 1]; ++k)
@@ -104,7 +104,7 @@ void check_weight_gradient(index_t out) {
   dafuse::test::guarded_array<T> dw(static_cast<std::size_t>(out * features));
   for (index_t j = 0; j < features; ++j)
     for (index_t r = 0; r < out; ++r) dw[j * out + r] = used[j] ? T(0) : sentinel;
-  generic::sparse_weight_gradient<doubled>(dz.data(), out, b.view(), dw.data());
+  host::sparse_weight_gradient<doubled>(dz.data(), out, b.view(), dw.data());
 
   std::vector<double> expected(dw.size(), 0.0);
   for (index_t c = 0; c < b.cols; ++c)
@@ -146,8 +146,8 @@ TEST_CASE("the sparse products of an empty batch write nothing but zeros") {
   std::vector<float> w(static_cast<std::size_t>(100 * features)), dz(200, 1.0f);
   fill_random(std::span<float>(w), 1);
   std::vector<float> y(200, 7.0f), dw(static_cast<std::size_t>(100 * features), 9.0f);
-  generic::sparse_input_product<doubled>(w.data(), 100, x, y.data());
-  generic::sparse_weight_gradient<doubled>(dz.data(), 100, x, dw.data());
+  host::sparse_input_product<doubled>(w.data(), 100, x, y.data());
+  host::sparse_weight_gradient<doubled>(dz.data(), 100, x, dw.data());
   for (float v : y) CHECK(v == 0.0f);
   for (float v : dw) CHECK(v == 9.0f);
 }
@@ -164,17 +164,17 @@ void with_threads(int threads, F&& f) {
 TEST_CASE("blocks are dealt back and forth, in whole lines of W and at least two per part") {
   // parts 3: 0 1 2, then 2 1 0, then 0 1 2.
   const int expected[] = {0, 1, 2, 2, 1, 0, 0, 1, 2};
-  for (index_t b = 0; b < 9; ++b) CHECK(generic::dealt_owner(b, 3) == expected[b]);
-  for (index_t b = 0; b < 6; ++b) CHECK(generic::dealt_owner(b, 1) == 0);
+  for (index_t b = 0; b < 9; ++b) CHECK(host::dealt_owner(b, 3) == expected[b]);
+  for (index_t b = 0; b < 6; ++b) CHECK(host::dealt_owner(b, 1) == 0);
   // The Amazon network's first layer (5000 → 100, fp32) on two threads: 176 columns, 68.75 KiB.
-  CHECK(generic::sparse_deal_block<float>(5000, 100, 2) == 176);
-  CHECK(generic::sparse_deal_block<double>(5000, 100, 2) == 96);
+  CHECK(host::sparse_deal_block<float>(5000, 100, 2) == 176);
+  CHECK(host::sparse_deal_block<double>(5000, 100, 2) == 96);
   // Few features: 16-column blocks, the fewest whole lines.
-  CHECK(generic::sparse_deal_block<float>(30, 16, 2) == 16);
-  CHECK(generic::sparse_deal_block<float>(53, 8, 4) == 16);
+  CHECK(host::sparse_deal_block<float>(30, 16, 2) == 16);
+  CHECK(host::sparse_deal_block<float>(53, 8, 4) == 16);
   for (index_t out : {1, 3, 100, 1000})
     for (int parts : {2, 3, 8}) {
-      const index_t block = generic::sparse_deal_block<float>(5000, out, parts);
+      const index_t block = host::sparse_deal_block<float>(5000, out, parts);
       CHECK(block % 16 == 0);
       CHECK((5000 + block - 1) / block >= std::min<index_t>(2 * parts, 5000 / 16));
     }
@@ -182,10 +182,10 @@ TEST_CASE("blocks are dealt back and forth, in whole lines of W and at least two
 
 TEST_CASE("a sparse batch cannot be dealt among 0 parts or in blocks that are no whole lines") {
   CHECK(dafuse::test::error_message([] {
-          generic::sparse_feature_parts<float>(53, 4, 9, 100, 0, 16);
+          host::sparse_feature_parts<float>(53, 4, 9, 100, 0, 16);
         }).find("parts: expected 1 to 255") != std::string::npos);
   CHECK(dafuse::test::error_message([] {
-          generic::sparse_feature_parts<float>(53, 4, 9, 100, 2, 24);
+          host::sparse_feature_parts<float>(53, 4, 9, 100, 2, 24);
         }).find("block: expected a positive multiple of 16 features, found 24") !=
         std::string::npos);
 }
@@ -196,8 +196,8 @@ TEST_CASE("each part holds its features' non-zeros in the batch's order and list
     for (int threads : {1, 2, 3}) {
       CAPTURE(parts);
       CAPTURE(threads);
-      generic::sparse_feature_parts<float> dealt(features, 4, batch<float>::cols,
-                                                 index_t(b.values.size()), parts, 16);
+      host::sparse_feature_parts<float> dealt(features, 4, batch<float>::cols,
+                                              index_t(b.values.size()), parts, 16);
       std::vector<std::vector<index_t>> cleared(static_cast<std::size_t>(parts));
       const auto record_clear = [&](index_t j) {
         cleared[std::size_t(dealt.owner(j))].push_back(j);
@@ -216,7 +216,7 @@ TEST_CASE("each part holds its features' non-zeros in the batch's order and list
           // The part's non-zeros of sample c: the sample's own features, in order.
           std::vector<std::pair<std::int32_t, float>> expected, got;
           for (index_t k = b.offsets[c]; k < b.offsets[c + 1]; ++k)
-            if (generic::dealt_owner(b.indices[k] / 16, parts) == p) {
+            if (host::dealt_owner(b.indices[k] / 16, parts) == p) {
               expected.emplace_back(b.indices[k], b.values[k]);
               ++seen[std::size_t(k)];
               expected_used.push_back(b.indices[k]);
@@ -263,12 +263,11 @@ void check_dealt_products(index_t out, int parts, int threads) {
   std::vector<T> w(static_cast<std::size_t>(out * features)), dz(std::size_t(out * b.cols));
   fill_random(std::span<T>(w), 5);
   fill_random(std::span<T>(dz), 6);
-  generic::sparse_feature_parts<T> dealt(features, out, b.cols, index_t(b.values.size()), parts,
-                                         16);
+  host::sparse_feature_parts<T> dealt(features, out, b.cols, index_t(b.values.size()), parts, 16);
   std::vector<T> one_y(std::size_t(out * b.cols)), y(one_y.size(), T(7));
   std::vector<T> one_dw(std::size_t(out * features), T(0)), dw(one_dw.size(), T(0));
-  generic::sparse_input_product<doubled>(w.data(), out, b.view(), one_y.data());
-  generic::sparse_weight_gradient<doubled>(dz.data(), out, b.view(), one_dw.data());
+  host::sparse_input_product<doubled>(w.data(), out, b.view(), one_y.data());
+  host::sparse_weight_gradient<doubled>(dz.data(), out, b.view(), one_dw.data());
   // The finishers see every column of y once, and every used column of ∂L/∂W once, each with
   // its block's values already final.
   // (Counted with atomics: the finishers run on the team's threads, where doctest cannot check.)
@@ -276,24 +275,25 @@ void check_dealt_products(index_t out, int parts, int threads) {
   int bad_shapes = 0;
   double y_sum = 0, expected_dw_sq = 0;
   with_threads(threads, [&] {
-    const generic::dealt_sparse_batch<T> x = dealt.deal(b.view(), [](index_t) {});
-    generic::sparse_input_product<doubled>(
-        w.data(), out, x, y.data(), [&](T* block, index_t rows, index_t cols, index_t ld) {
-          if (rows != out || ld != out) {
+    const host::dealt_sparse_batch<T> x = dealt.deal(b.view(), [](index_t) {});
+    host::sparse_input_product<doubled>(w.data(), out, x, y.data(),
+                                        [&](T* block, index_t rows, index_t cols, index_t ld) {
+                                          if (rows != out || ld != out) {
 #pragma omp atomic
-            ++bad_shapes;
-          }
-          double sum = 0;
-          for (index_t c = 0; c < cols; ++c) {
+                                            ++bad_shapes;
+                                          }
+                                          double sum = 0;
+                                          for (index_t c = 0; c < cols; ++c) {
 #pragma omp atomic
-            ++y_columns[std::size_t((block - y.data()) / out + c)];
-            for (index_t r = 0; r < rows; ++r) sum += double(block[c * ld + r]);
-          }
+                                            ++y_columns[std::size_t((block - y.data()) / out + c)];
+                                            for (index_t r = 0; r < rows; ++r)
+                                              sum += double(block[c * ld + r]);
+                                          }
 #pragma omp atomic
-          y_sum += sum;
-          return 0.0;
-        });
-    const double dw_sq = generic::sparse_weight_gradient<doubled>(
+                                          y_sum += sum;
+                                          return 0.0;
+                                        });
+    const double dw_sq = host::sparse_weight_gradient<doubled>(
         dz.data(), out, x, dw.data(), [&](T* column, index_t rows, index_t cols, index_t) {
           if (cols != 1) {
 #pragma omp atomic

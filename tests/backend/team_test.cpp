@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tests for backend/generic/team.hpp: run_on_team gives every thread number in [0, team) once
+// Tests for backend/host/team.hpp: run_on_team gives every thread number in [0, team) once
 // per job, with or without a held team; sync() is a barrier (what each thread wrote before it
 // is seen by all after it, over many rounds); jobs posted one after another on a held team see
 // each other's writes; a job posted from inside a job runs on its caller; with_thread_team runs
 // its body plainly when not wanted, nested, or inside another parallel region; and an exception
 // from the body reaches the caller with the team released, so the next team starts cleanly.
-#include <dafuse/backend/generic/team.hpp>
+#include <dafuse/backend/host/team.hpp>
 #include "../check.hpp"
 
 #if defined(_OPENMP)
@@ -18,7 +18,7 @@
 
 namespace {
 
-namespace generic = dafuse::backend::generic;
+namespace host = dafuse::backend::host;
 
 //! Threads a run_on_team call outside a held team gets here.
 int max_threads() {
@@ -32,9 +32,9 @@ int max_threads() {
 //! Runs one job of `threads` threads and returns how often each thread number ran, and the team
 //! size each saw (all must agree).
 std::vector<int> numbers_seen(int threads, int& team_seen) {
-  std::vector<std::atomic<int>> runs(std::size_t(generic::thread_team::max_threads));
+  std::vector<std::atomic<int>> runs(std::size_t(host::thread_team::max_threads));
   std::atomic<int> team{0};
-  generic::run_on_team(threads, [&](int me, int count, auto&&) {
+  host::run_on_team(threads, [&](int me, int count, auto&&) {
     runs[std::size_t(me)].fetch_add(1);
     int expected = 0;
     if (!team.compare_exchange_strong(expected, count) && expected != count) team.store(-1);
@@ -61,9 +61,9 @@ void check_every_number_once(int threads) {
 //! Rounds of: each thread writes its slot, sync(), each thread checks every slot, sync(). A
 //! barrier that let a thread through early would show a stale slot.
 void check_barrier(int threads, int rounds) {
-  std::vector<int> slots(std::size_t(generic::thread_team::max_threads), -1);
+  std::vector<int> slots(std::size_t(host::thread_team::max_threads), -1);
   std::atomic<int> stale{0};
-  generic::run_on_team(threads, [&](int me, int team, auto&& sync) {
+  host::run_on_team(threads, [&](int me, int team, auto&& sync) {
     for (int r = 0; r < rounds; ++r) {
       slots[std::size_t(me)] = r;
       sync();
@@ -78,7 +78,7 @@ void check_barrier(int threads, int rounds) {
 }  // namespace
 
 TEST_CASE("run_on_team runs each thread number once, in a region of its own") {
-  CHECK(generic::thread_team::held() == nullptr);
+  CHECK(host::thread_team::held() == nullptr);
   check_every_number_once(1);
   check_every_number_once(2);
   check_every_number_once(max_threads());
@@ -90,41 +90,41 @@ TEST_CASE("run_on_team runs each thread number once, in a region of its own") {
 
 TEST_CASE("run_on_team on a held team: each number once, a barrier, writes seen by the next job") {
   bool held = false;
-  generic::with_thread_team(true, [&] {
-    held = generic::thread_team::held() != nullptr;
+  host::with_thread_team(true, [&] {
+    held = host::thread_team::held() != nullptr;
     if (max_threads() > 1) {
-      REQUIRE(generic::thread_team::held() != nullptr);
-      CHECK(generic::available_threads() == generic::thread_team::held()->size());
+      REQUIRE(host::thread_team::held() != nullptr);
+      CHECK(host::available_threads() == host::thread_team::held()->size());
     }
     for (int job = 0; job < 50; ++job) {
-      check_every_number_once(generic::available_threads());
+      check_every_number_once(host::available_threads());
       check_every_number_once(2);
       check_every_number_once(1);
     }
-    check_barrier(generic::available_threads(), 2000);
+    check_barrier(host::available_threads(), 2000);
     // One job's plain writes are seen by the next job on any thread (each job ends with every
     // thread's release and thread 0's acquire, and starts with the reverse).
-    const int threads = generic::available_threads();
+    const int threads = host::available_threads();
     std::vector<long> values(std::size_t(threads), 0);
     std::atomic<long> wrong{0};
     for (int job = 1; job <= 500; ++job) {
-      generic::run_on_team(threads, [&](int me, int team, auto&&) {
+      host::run_on_team(threads, [&](int me, int team, auto&&) {
         if (values[std::size_t((me + 1) % team)] != job - 1) wrong.fetch_add(1);
       });
-      generic::run_on_team(threads, [&](int me, int, auto&&) { values[std::size_t(me)] = job; });
+      host::run_on_team(threads, [&](int me, int, auto&&) { values[std::size_t(me)] = job; });
     }
     CHECK(wrong.load() == 0);
   });
   CHECK(held == (max_threads() > 1));
-  CHECK(generic::thread_team::held() == nullptr);
+  CHECK(host::thread_team::held() == nullptr);
 }
 
 TEST_CASE("a job posted from inside a job runs on its caller alone") {
-  generic::with_thread_team(true, [&] {
+  host::with_thread_team(true, [&] {
     std::atomic<int> inner_runs{0}, inner_team{0};
-    generic::run_on_team(generic::available_threads(), [&](int me, int, auto&&) {
+    host::run_on_team(host::available_threads(), [&](int me, int, auto&&) {
       if (me != 0) return;
-      generic::run_on_team(generic::available_threads(), [&](int, int team, auto&&) {
+      host::run_on_team(host::available_threads(), [&](int, int team, auto&&) {
         inner_runs.fetch_add(1);
         inner_team.store(team);
       });
@@ -135,17 +135,17 @@ TEST_CASE("a job posted from inside a job runs on its caller alone") {
 }
 
 TEST_CASE("with_thread_team runs its body plainly when not wanted, nested or inside a region") {
-  generic::with_thread_team(false, [] { CHECK(generic::thread_team::held() == nullptr); });
-  generic::with_thread_team(true, [] {
-    generic::thread_team* const outer = generic::thread_team::held();
-    generic::with_thread_team(true, [&] { CHECK(generic::thread_team::held() == outer); });
-    CHECK(generic::thread_team::held() == outer);
+  host::with_thread_team(false, [] { CHECK(host::thread_team::held() == nullptr); });
+  host::with_thread_team(true, [] {
+    host::thread_team* const outer = host::thread_team::held();
+    host::with_thread_team(true, [&] { CHECK(host::thread_team::held() == outer); });
+    CHECK(host::thread_team::held() == outer);
   });
 #if defined(_OPENMP)
   int held_inside = 0;
 #pragma omp parallel num_threads(2) reduction(+ : held_inside)
-  generic::with_thread_team(true, [&] {
-    if (generic::thread_team::held()) ++held_inside;
+  host::with_thread_team(true, [&] {
+    if (host::thread_team::held()) ++held_inside;
     check_every_number_once(2);  // a nested region: one thread, inactive
   });
   CHECK(held_inside == 0);
@@ -154,18 +154,18 @@ TEST_CASE("with_thread_team runs its body plainly when not wanted, nested or ins
 
 TEST_CASE("an exception from the body reaches the caller and releases the team") {
   int body_runs = 0;
-  CHECK_THROWS_WITH_AS(generic::with_thread_team(true,
-                                                 [&] {
-                                                   ++body_runs;
-                                                   check_every_number_once(2);
-                                                   throw std::runtime_error("dafuse: from body");
-                                                 }),
+  CHECK_THROWS_WITH_AS(host::with_thread_team(true,
+                                              [&] {
+                                                ++body_runs;
+                                                check_every_number_once(2);
+                                                throw std::runtime_error("dafuse: from body");
+                                              }),
                        "dafuse: from body", std::runtime_error);
   CHECK(body_runs == 1);
-  CHECK(generic::thread_team::held() == nullptr);
+  CHECK(host::thread_team::held() == nullptr);
   // The next team starts and runs jobs as usual.
-  generic::with_thread_team(true, [] {
-    check_every_number_once(generic::available_threads());
-    check_barrier(generic::available_threads(), 100);
+  host::with_thread_team(true, [] {
+    check_every_number_once(host::available_threads());
+    check_barrier(host::available_threads(), 100);
   });
 }

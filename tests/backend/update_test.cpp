@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tests for backend/generic/update.hpp: the update pass against a plain per-parameter loop of
+// Tests for backend/host/update.hpp: the update pass against a plain per-parameter loop of
 // PyTorch's SGD formula (clamped and not, several modules with their own scale and learning
 // rate), and the same bits however it is split: one thread, equal slices, the splits of the
 // weight gradients' products (by rows, by columns, on one thread, biases between), with a team
 // smaller or larger than those splits, in an OpenMP region of its own or on a held team
 // (team.hpp); Adam's two state values likewise. Also gemm.hpp's
 // split_for, which those splits come from.
-#include <dafuse/backend/generic/update.hpp>
+#include <dafuse/backend/host/update.hpp>
 #include "../check.hpp"
 
 #include <dafuse/core/rng.hpp>
@@ -25,9 +25,9 @@
 
 namespace {
 
-namespace generic = dafuse::backend::generic;
+namespace host = dafuse::backend::host;
 using dafuse::index_t;
-using generic::detail::product_split;
+using host::detail::product_split;
 
 //! The network's layout: W1 [256, 300], b1, W2 [300, 200] (taller than wide), b2, W3 [3, 40]:
 //! more than update_parallel_min parameters, so a split update runs on every thread.
@@ -35,7 +35,7 @@ struct layout {
   static constexpr index_t w1 = 0, b1 = w1 + 256 * 300, w2 = b1 + 256, b2 = w2 + 300 * 200,
                            w3 = b2 + 300, end = w3 + 3 * 40;
 };
-static_assert(layout::end >= generic::update_parallel_min);
+static_assert(layout::end >= host::update_parallel_min);
 
 //! Values in (−1, 1) from `seed`.
 std::vector<float> random_values(index_t n, std::uint64_t seed) {
@@ -49,30 +49,30 @@ using dafuse::test::thread_count;
 
 //! The weight blocks of `layout` split as a product over `threads` threads in tiles of 32 rows or
 //! 12 columns (W3's is below gemm_parallel_flops: one thread).
-std::array<generic::weight_block, 3> blocks_for(int threads) {
+std::array<host::weight_block, 3> blocks_for(int threads) {
   const auto block = [&](index_t begin, index_t rows, index_t cols) {
-    return generic::weight_block{begin, rows, cols,
-                                 generic::detail::split_for(rows, cols, 4096, threads, 32, 12)};
+    return host::weight_block{begin, rows, cols,
+                              host::detail::split_for(rows, cols, 4096, threads, 32, 12)};
   };
   return {block(layout::w1, 256, 300), block(layout::w2, 300, 200), block(layout::w3, 3, 40)};
 }
 
 //! The same, but W1's 300 columns dealt among `parts` in blocks of 32, as a sparse first layer's
-//! gradient is written (backend/generic/sparse.hpp).
-std::array<generic::weight_block, 3> dealt_blocks_for(int parts) {
-  std::array<generic::weight_block, 3> blocks = blocks_for(1);
-  blocks[0].split = generic::detail::product_split{generic::split_along::columns, parts, 300, 0};
+//! gradient is written (backend/host/sparse.hpp).
+std::array<host::weight_block, 3> dealt_blocks_for(int parts) {
+  std::array<host::weight_block, 3> blocks = blocks_for(1);
+  blocks[0].split = host::detail::product_split{host::split_along::columns, parts, 300, 0};
   blocks[0].dealt_columns = 32;
   return blocks;
 }
 
 //! Two modules: [0, b2 + 300) at scale 0.5, lr 0.1, and W3 at scale 2, lr 0.01.
 template <class Optim>
-std::array<generic::update_region<Optim, float>, 2> two_modules(
+std::array<host::update_region<Optim, float>, 2> two_modules(
     const typename Optim::template coefficients<float>& first,
     const typename Optim::template coefficients<float>& second) {
-  return {generic::update_region<Optim, float>{0, layout::w3, 0.5f, first},
-          generic::update_region<Optim, float>{layout::w3, layout::end, 2.0f, second}};
+  return {host::update_region<Optim, float>{0, layout::w3, 0.5f, first},
+          host::update_region<Optim, float>{layout::w3, layout::end, 2.0f, second}};
 }
 
 using sgd_coefficients = dafuse::optim::sgd::coefficients<float>;
@@ -81,20 +81,20 @@ constexpr sgd_coefficients sgd_head{0.01f, 0.5f, 0.1f, 0.0f, false, false};
 
 //! Parameters and momentum after one SGD update (limit: the clamp, ∞ for none) with `threads`,
 //! `split` and `weights` as given; with `held`, on a team held as a step holds it
-//! (backend/generic/team.hpp) instead of an OpenMP region of its own.
+//! (backend/host/team.hpp) instead of an OpenMP region of its own.
 struct sgd_result {
   std::vector<float> params, state;
 };
 sgd_result sgd_update(int threads,
                       bool split,
-                      std::span<const generic::weight_block> weights,
+                      std::span<const host::weight_block> weights,
                       double limit,
                       bool held = false) {
   thread_count scope(threads);
   sgd_result r{random_values(layout::end, 1), random_values(layout::end, 3)};
   const std::vector<float> grads = random_values(layout::end, 2);
-  generic::with_thread_team(held, [&] {
-    generic::update_parameters<dafuse::optim::sgd, dafuse::system::omp>(
+  host::with_thread_team(held, [&] {
+    host::update_parameters<dafuse::optim::sgd, dafuse::system::omp>(
         r.params.data(), grads.data(), r.state.data(), layout::end,
         two_modules<dafuse::optim::sgd>(sgd_task, sgd_head), limit, split, weights);
   });
@@ -130,11 +130,11 @@ TEST_CASE("split_for covers C in whole tiles along its longer side, one thread b
     CAPTURE(m);
     CAPTURE(n);
     for (int threads : {1, 2, 3}) {
-      const product_split s = generic::detail::split_for(m, n, k, threads, 32, 12);
-      CHECK((s.along == generic::split_along::rows) == (m > n));
+      const product_split s = host::detail::split_for(m, n, k, threads, 32, 12);
+      CHECK((s.along == host::split_along::rows) == (m > n));
       CHECK(s.side == (m > n ? m : n));
-      const bool small = 2.0 * double(m) * double(n) * double(k) < generic::gemm_parallel_flops;
-      const index_t tile = s.along == generic::split_along::rows ? 32 : 12;
+      const bool small = 2.0 * double(m) * double(n) * double(k) < host::gemm_parallel_flops;
+      const index_t tile = s.along == host::split_along::rows ? 32 : 12;
       CHECK(s.threads == (small ? 1 : std::min<int>(threads, int((s.side + tile - 1) / tile))));
       index_t next = 0;
       for (int t = 0; t < s.threads; ++t) {
@@ -197,7 +197,7 @@ TEST_CASE("the threads of a team own every parameter once: dealt blocks back and
       CAPTURE(team);
       std::vector<int> owner(static_cast<std::size_t>(layout::end), -1), visits(owner.size(), 0);
       for (int t = 0; t < team; ++t)
-        generic::for_each_owned_run(blocks, 0, layout::end, t, team, [&](index_t b, index_t e) {
+        host::for_each_owned_run(blocks, 0, layout::end, t, team, [&](index_t b, index_t e) {
           for (index_t i = b; i < e; ++i) {
             ++visits[static_cast<std::size_t>(i)];
             owner[static_cast<std::size_t>(i)] = t;
@@ -208,7 +208,7 @@ TEST_CASE("the threads of a team own every parameter once: dealt blocks back and
       // part mod team runs; everything outside the weight matrices is thread 0's.
       for (index_t c = 0; c < 300; ++c)
         CHECK(owner[static_cast<std::size_t>(layout::w1 + c * 256)] ==
-              generic::dealt_owner(c / 32, parts) % team);
+              host::dealt_owner(c / 32, parts) % team);
       CHECK(owner[static_cast<std::size_t>(layout::w1 + 300 * 256)] == 0);  // b1
     }
   }
@@ -217,8 +217,8 @@ TEST_CASE("the threads of a team own every parameter once: dealt blocks back and
 TEST_CASE("the update refuses a weight block split along the terms") {
   // A weight block follows its gradient's product (rows or columns of ∂L/∂W); a forward product's
   // split along k says nothing about who wrote which part of it.
-  std::array<generic::weight_block, 3> blocks = blocks_for(2);
-  blocks[1].split = generic::detail::product_split::even(generic::split_along::depth, 200, 2, 32);
+  std::array<host::weight_block, 3> blocks = blocks_for(2);
+  blocks[1].split = host::detail::product_split::even(host::split_along::depth, 200, 2, 32);
   const std::string message =
       dafuse::test::error_message([&] { sgd_update(2, true, blocks, 1.0); });
   CHECK(message.find("weight block split") != std::string::npos);
@@ -229,13 +229,13 @@ TEST_CASE("Adam's update gives the same bits with its two state values however i
   using adam = dafuse::optim::adam;
   const adam::coefficients<float> c =
       adam::make<float>(dafuse::fit_args{.lr = 0.01f, .weight_decay = 1e-4f}, 0.01, 3);
-  const auto run = [&](int threads, bool split, std::span<const generic::weight_block> weights) {
+  const auto run = [&](int threads, bool split, std::span<const host::weight_block> weights) {
     thread_count scope(threads);
     std::vector<float> params = random_values(layout::end, 1);
     std::vector<float> state = random_values(2 * layout::end, 3);
     for (std::size_t i = layout::end; i < state.size(); ++i) state[i] = std::fabs(state[i]);
     const std::vector<float> grads = random_values(layout::end, 2);
-    generic::update_parameters<adam, dafuse::system::omp>(
+    host::update_parameters<adam, dafuse::system::omp>(
         params.data(), grads.data(), state.data(), layout::end, two_modules<adam>(c, c),
         std::numeric_limits<double>::infinity(), split, weights);
     params.insert(params.end(), state.begin(), state.end());
@@ -255,12 +255,12 @@ TEST_CASE("for_each_slice covers a range once, in slices of whole cache lines on
     CAPTURE(threads);
     CAPTURE(held);  // in a held team (team.hpp) or an OpenMP region of its own
     thread_count scope(threads);
-    for (index_t n : {index_t(0), index_t(100), generic::update_parallel_min + 37}) {
+    for (index_t n : {index_t(0), index_t(100), host::update_parallel_min + 37}) {
       CAPTURE(n);
       std::vector<int> visits(static_cast<std::size_t>(n + 10), 0);
       std::vector<std::pair<index_t, index_t>> slices(8, {-1, -1});
-      generic::with_thread_team(held, [&] {
-        generic::for_each_slice<dafuse::system::omp, float>(5, 5 + n, [&](index_t b, index_t e) {
+      host::with_thread_team(held, [&] {
+        host::for_each_slice<dafuse::system::omp, float>(5, 5 + n, [&](index_t b, index_t e) {
 #if defined(_OPENMP)
           slices[static_cast<std::size_t>(omp_get_thread_num())] = {b, e};
 #else

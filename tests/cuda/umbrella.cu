@@ -1,5 +1,5 @@
 // Compiled by nvcc only: the umbrella header and one step type must compile and link in a CUDA
-// translation unit. Running it needs no GPU (the generic backend runs on the host); a GPU test
+// translation unit. Running it needs no GPU (the host backend runs on the host); a GPU test
 // suite arrives with the CUDA backend.
 #include <dafuse/dafuse.hpp>
 

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tests for nn/dense.hpp (structure: layers, activations, offsets) and for the generic backend's
-// forward and backward of a layer stack (backend/generic/dense.hpp) against a naive triple loop and
+// Tests for nn/dense.hpp (structure: layers, activations, offsets) and for the host backend's
+// forward and backward of a layer stack (backend/host/dense.hpp) against a naive triple loop and
 // central finite differences in double.
 #include <dafuse/nn/dense.hpp>
 #include "../check.hpp"
 
-#include <dafuse/backend/generic/dense.hpp>
-#include <dafuse/backend/generic/gemm.hpp>
+#include <dafuse/backend/host/dense.hpp>
+#include <dafuse/backend/host/gemm.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/rng.hpp>
 
@@ -25,7 +25,7 @@
 namespace {
 
 namespace nn = dafuse::nn;
-namespace generic = dafuse::backend::generic;
+namespace host = dafuse::backend::host;
 using dafuse::index_t;
 using dafuse::matrix_view;
 
@@ -182,10 +182,10 @@ struct problem {
 template <class Stack, class T>
 struct scratch_block {
   std::vector<T> storage;
-  generic::stack_scratch<Stack, T> s;
-  generic::gemm_workspace<T> ws;
+  host::stack_scratch<Stack, T> s;
+  host::gemm_workspace<T> ws;
   explicit scratch_block(index_t cols, int threads = 0)
-      : storage(static_cast<std::size_t>(generic::stack_scratch<Stack, T>::elements(cols)),
+      : storage(static_cast<std::size_t>(host::stack_scratch<Stack, T>::elements(cols)),
                 std::numeric_limits<T>::quiet_NaN()),
         s(storage.data(), cols),
         ws(largest_dimension(cols), largest_dimension(cols), largest_dimension(cols), threads) {}
@@ -342,9 +342,9 @@ TEST_CASE("linear is one identity layer whatever its role") {
   CHECK(nn::linear<5, 3>::out == 3);
 }
 
-// ---- Numerics of the generic backend ------------------------------------------------------------
+// ---- Numerics of the host backend ------------------------------------------------------------
 
-TEST_CASE_TEMPLATE("generic forward of a layer stack matches a naive triple loop",
+TEST_CASE_TEMPLATE("host forward of a layer stack matches a naive triple loop",
                    Stack,
                    tanh_logits,
                    tanh_features,
@@ -355,7 +355,7 @@ TEST_CASE_TEMPLATE("generic forward of a layer stack matches a naive triple loop
                    one_linear) {
   const problem<Stack> pb;
   scratch_block<Stack, double> sb(pb.n);
-  generic::forward(pb.params.data(), pb.x_view(), sb.s, sb.ws);
+  host::forward(pb.params.data(), pb.x_view(), sb.s, sb.ws);
   const reference_pass ref = naive_forward<Stack>(pb.params, pb.x, pb.n);
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     (
@@ -374,7 +374,7 @@ TEST_CASE_TEMPLATE("generic forward of a layer stack matches a naive triple loop
   CHECK(out.data == sb.s.outputs[Stack::depth - 1].data);
 }
 
-TEST_CASE_TEMPLATE("generic forward in float matches the double reference",
+TEST_CASE_TEMPLATE("host forward in float matches the double reference",
                    Stack,
                    tanh_logits,
                    sigmoid_leaky) {
@@ -382,14 +382,14 @@ TEST_CASE_TEMPLATE("generic forward in float matches the double reference",
   const std::vector<float> params(pb.params.begin(), pb.params.end());
   const std::vector<float> x(pb.x.begin(), pb.x.end());
   scratch_block<Stack, float> sb(pb.n);
-  generic::forward(params.data(), matrix_view<const float>{x.data(), Stack::in, pb.n}, sb.s, sb.ws);
+  host::forward(params.data(), matrix_view<const float>{x.data(), Stack::in, pb.n}, sb.s, sb.ws);
   const reference_pass ref = naive_forward<Stack>(pb.params, pb.x, pb.n);
   const matrix_view<float> y = sb.s.output();
   CHECK(dafuse::test::max_relative_error(std::span(y.data, std::size_t(y.size())),
                                          std::span(ref.y.back())) < 1e-5);
 }
 
-TEST_CASE_TEMPLATE("generic backward parameter gradients match finite differences",
+TEST_CASE_TEMPLATE("host backward parameter gradients match finite differences",
                    Stack,
                    tanh_logits,
                    tanh_features,
@@ -400,12 +400,11 @@ TEST_CASE_TEMPLATE("generic backward parameter gradients match finite difference
                    one_linear) {
   const problem<Stack> pb;
   scratch_block<Stack, double> sb(pb.n);
-  generic::forward(pb.params.data(), pb.x_view(), sb.s, sb.ws);
+  host::forward(pb.params.data(), pb.x_view(), sb.s, sb.ws);
   sb.set_output_gradient(pb.weights);
   // NaN first: backward must overwrite every gradient, not add to it.
   std::vector<double> grads(pb.params.size(), std::numeric_limits<double>::quiet_NaN());
-  const double norm_sq =
-      generic::backward(pb.params.data(), grads.data(), pb.x_view(), sb.s, sb.ws);
+  const double norm_sq = host::backward(pb.params.data(), grads.data(), pb.x_view(), sb.s, sb.ws);
 
   int skipped = 0;
   const std::vector<double> fd = fd_parameter_gradient(pb, 1e-6, &skipped);
@@ -419,7 +418,7 @@ TEST_CASE_TEMPLATE("generic backward parameter gradients match finite difference
   CHECK(norm_sq > 0);
 }
 
-TEST_CASE_TEMPLATE("generic backward input gradient matches finite differences",
+TEST_CASE_TEMPLATE("host backward input gradient matches finite differences",
                    Stack,
                    tanh_logits,
                    tanh_features,
@@ -430,12 +429,12 @@ TEST_CASE_TEMPLATE("generic backward input gradient matches finite differences",
                    one_linear) {
   const problem<Stack> pb;
   scratch_block<Stack, double> sb(pb.n);
-  generic::forward(pb.params.data(), pb.x_view(), sb.s, sb.ws);
+  host::forward(pb.params.data(), pb.x_view(), sb.s, sb.ws);
   sb.set_output_gradient(pb.weights);
   std::vector<double> grads(pb.params.size());
   std::vector<double> dx(pb.x.size(), std::numeric_limits<double>::quiet_NaN());
-  generic::backward(pb.params.data(), grads.data(), pb.x_view(), sb.s, sb.ws,
-                    matrix_view<double>{dx.data(), Stack::in, pb.n}, 1.0);
+  host::backward(pb.params.data(), grads.data(), pb.x_view(), sb.s, sb.ws,
+                 matrix_view<double>{dx.data(), Stack::in, pb.n}, 1.0);
 
   int skipped = 0;
   const std::vector<double> fd = fd_input_gradient(pb, 1e-6, &skipped);
@@ -444,22 +443,21 @@ TEST_CASE_TEMPLATE("generic backward input gradient matches finite differences",
   CHECK(max_relative_error_where_defined(dx, fd) < 1e-6);
 }
 
-TEST_CASE_TEMPLATE(
-    "generic backward alpha scales only the input gradient and accumulate adds to it",
-    Stack,
-    tanh_logits,
-    sigmoid_leaky,
-    relu_features,
-    one_linear) {
+TEST_CASE_TEMPLATE("host backward alpha scales only the input gradient and accumulate adds to it",
+                   Stack,
+                   tanh_logits,
+                   sigmoid_leaky,
+                   relu_features,
+                   one_linear) {
   const problem<Stack> pb;
   scratch_block<Stack, double> sb(pb.n);
-  generic::forward(pb.params.data(), pb.x_view(), sb.s, sb.ws);
+  host::forward(pb.params.data(), pb.x_view(), sb.s, sb.ws);
   const matrix_view<const double> x = pb.x_view();
   auto run = [&](std::vector<double>& grads, std::vector<double>& dx, double alpha,
                  bool accumulate) {
     sb.set_output_gradient(pb.weights);
-    return generic::backward(pb.params.data(), grads.data(), x, sb.s, sb.ws,
-                             matrix_view<double>{dx.data(), Stack::in, pb.n}, alpha, accumulate);
+    return host::backward(pb.params.data(), grads.data(), x, sb.s, sb.ws,
+                          matrix_view<double>{dx.data(), Stack::in, pb.n}, alpha, accumulate);
   };
 
   std::vector<double> grads1(pb.params.size()), dx1(pb.x.size());
@@ -490,7 +488,7 @@ TEST_CASE_TEMPLATE(
     CHECK(dx4[i] == doctest::Approx(0.3 * dx1[i]).epsilon(1e-13));
 }
 
-TEST_CASE("generic backward of a relu stack matches finite differences away from the kinks") {
+TEST_CASE("host backward of a relu stack matches finite differences away from the kinks") {
   // The seeded problem has no pre-activation within 1e-4 of the kink (required below); a step of
   // 1e-7 in one parameter or input moves every pre-activation by far less than that, so no
   // evaluation crosses a kink and every entry of the finite difference is meaningful.
@@ -504,11 +502,11 @@ TEST_CASE("generic backward of a relu stack matches finite differences away from
   CHECK(std::count(pattern.begin(), pattern.end(), false) > 0);
 
   scratch_block<stack, double> sb(pb.n);
-  generic::forward(pb.params.data(), pb.x_view(), sb.s, sb.ws);
+  host::forward(pb.params.data(), pb.x_view(), sb.s, sb.ws);
   sb.set_output_gradient(pb.weights);
   std::vector<double> grads(pb.params.size()), dx(pb.x.size());
-  const double norm_sq = generic::backward(pb.params.data(), grads.data(), pb.x_view(), sb.s, sb.ws,
-                                           matrix_view<double>{dx.data(), stack::in, pb.n});
+  const double norm_sq = host::backward(pb.params.data(), grads.data(), pb.x_view(), sb.s, sb.ws,
+                                        matrix_view<double>{dx.data(), stack::in, pb.n});
 
   int skipped = 0;
   const std::vector<double> fd_params = fd_parameter_gradient(pb, 1e-7, &skipped);
@@ -527,13 +525,13 @@ TEST_CASE("stack_scratch leading(n) runs the first n samples of a larger scratch
   constexpr index_t m = 4;
   scratch_block<stack, double> full(pb.n);
   scratch_block<stack, double> small(pb.n);
-  const generic::stack_scratch<stack, double> lead = small.s.leading(m);
+  const host::stack_scratch<stack, double> lead = small.s.leading(m);
   CHECK(lead.cols == m);
   CHECK(lead.output().cols == m);
 
-  generic::forward(pb.params.data(), pb.x_view(), full.s, full.ws);
-  generic::forward(pb.params.data(), matrix_view<const double>{pb.x.data(), stack::in, m}, lead,
-                   small.ws);
+  host::forward(pb.params.data(), pb.x_view(), full.s, full.ws);
+  host::forward(pb.params.data(), matrix_view<const double>{pb.x.data(), stack::in, m}, lead,
+                small.ws);
   const matrix_view<double> a = full.s.output(), b = lead.output();
   for (index_t j = 0; j < m; ++j)
     for (index_t i = 0; i < stack::out; ++i) CHECK(b(i, j) == a(i, j));
@@ -543,8 +541,8 @@ TEST_CASE("stack_scratch leading(n) runs the first n samples of a larger scratch
     for (index_t i = 0; i < stack::out; ++i)
       lead.output_gradient()(i, j) = pb.weights[std::size_t(j * stack::out + i)];
   std::vector<double> grads(pb.params.size());
-  generic::backward(pb.params.data(), grads.data(),
-                    matrix_view<const double>{pb.x.data(), stack::in, m}, lead, small.ws);
+  host::backward(pb.params.data(), grads.data(),
+                 matrix_view<const double>{pb.x.data(), stack::in, m}, lead, small.ws);
   std::vector<double> fd(pb.params.size());
   const std::vector<double> x_lead(pb.x.begin(), pb.x.begin() + stack::in * m);
   const std::vector<double> w_lead(pb.weights.begin(), pb.weights.begin() + stack::out * m);
@@ -563,10 +561,10 @@ TEST_CASE("stack_scratch leading(n) runs the first n samples of a larger scratch
 TEST_CASE("stack_scratch carves outputs then gradients from one block") {
   using stack = tanh_logits;  // outputs 7, 4, 3 per sample
   constexpr index_t cols = 6;
-  CHECK(generic::stack_scratch<stack, double>::elements(cols) == 2 * 14 * cols);
-  CHECK(generic::stack_scratch<stack, double>::elements(cols, false) == 14 * cols);
-  std::vector<double> block(generic::stack_scratch<stack, double>::elements(cols));
-  const generic::stack_scratch<stack, double> s(block.data(), cols);
+  CHECK(host::stack_scratch<stack, double>::elements(cols) == 2 * 14 * cols);
+  CHECK(host::stack_scratch<stack, double>::elements(cols, false) == 14 * cols);
+  std::vector<double> block(host::stack_scratch<stack, double>::elements(cols));
+  const host::stack_scratch<stack, double> s(block.data(), cols);
   CHECK(s.outputs[0].data == block.data());
   CHECK(s.outputs[1].data == block.data() + 7 * cols);
   CHECK(s.outputs[2].data == block.data() + 11 * cols);
@@ -577,13 +575,13 @@ TEST_CASE("stack_scratch carves outputs then gradients from one block") {
   CHECK(s.gradients[1].cols == cols);
 }
 
-TEST_CASE("generic forward and backward split across threads match naive loops") {
+TEST_CASE("host forward and backward split across threads match naive loops") {
   // 256 → 256 → 16 on 600 samples: the products of layer 0 pass gemm_parallel_flops
   // (2·256·256·600 ≈ 7.9e7 > 2^26), so with 4 threads their columns are split into blocks of
   // 152, 152, 152, 144; the last layer's products stay on one thread.
   using stack = nn::layer_stack<nn::dense<256, 256, nn::tanh>, nn::dense<256, 16, nn::identity>>;
   constexpr index_t n = 600;
-  static_assert(2.0 * 256 * 256 * n > generic::gemm_parallel_flops);
+  static_assert(2.0 * 256 * 256 * n > host::gemm_parallel_flops);
   dafuse::counter_rng rng(77, dafuse::rng_stream::user);
   std::vector<double> params = uniform_vector(stack::param_count, rng);
   for (double& p : params) p *= 0.25;  // keeps tanh away from saturation
@@ -596,7 +594,7 @@ TEST_CASE("generic forward and backward split across threads match naive loops")
     INFO("threads = " << threads);
     scratch_block<stack, double> sb(n, threads);
     REQUIRE(sb.ws.threads() == threads);
-    generic::forward(params.data(), xv, sb.s, sb.ws);
+    host::forward(params.data(), xv, sb.s, sb.ws);
     const reference_pass ref = naive_forward<stack>(params, x, n);
     const matrix_view<double> y0 = sb.s.outputs[0], y1 = sb.s.output();
     CHECK(dafuse::test::max_relative_error(std::span(y0.data, std::size_t(y0.size())),
@@ -607,9 +605,8 @@ TEST_CASE("generic forward and backward split across threads match naive loops")
     sb.set_output_gradient(weights);
     std::vector<double> grads(params.size(), std::numeric_limits<double>::quiet_NaN());
     std::vector<double> dx = existing;
-    const double norm_sq =
-        generic::backward(params.data(), grads.data(), xv, sb.s, sb.ws,
-                          matrix_view<double>{dx.data(), stack::in, n}, -0.7, true);
+    const double norm_sq = host::backward(params.data(), grads.data(), xv, sb.s, sb.ws,
+                                          matrix_view<double>{dx.data(), stack::in, n}, -0.7, true);
     const reference_gradients g = naive_backward<stack>(params, x, n, weights);
     CHECK(dafuse::test::max_relative_error(std::span(grads), std::span(g.params)) < 1e-12);
     std::vector<double> expected_dx(x.size());
@@ -643,7 +640,7 @@ void check_split_stack(index_t n,
     scratch_block<Stack, double> sb(n, threads);
     if (partial_room > 0) sb.ws.reserve_partial_sums(partial_room);
     require_split(sb.ws, threads);
-    generic::forward(params.data(), xv, sb.s, sb.ws);
+    host::forward(params.data(), xv, sb.s, sb.ws);
     for (std::size_t l = 0; l < Stack::depth; ++l) {
       const matrix_view<double> y = sb.s.outputs[l];
       CHECK(dafuse::test::max_relative_error(std::span(y.data, std::size_t(y.size())),
@@ -652,14 +649,14 @@ void check_split_stack(index_t n,
     sb.set_output_gradient(weights);
     std::vector<double> grads(params.size(), std::numeric_limits<double>::quiet_NaN());
     std::vector<double> dx(x.size());
-    generic::backward(params.data(), grads.data(), xv, sb.s, sb.ws,
-                      matrix_view<double>{dx.data(), Stack::in, n});
+    host::backward(params.data(), grads.data(), xv, sb.s, sb.ws,
+                   matrix_view<double>{dx.data(), Stack::in, n});
     CHECK(dafuse::test::max_relative_error(std::span(grads), std::span(g.params)) < 1e-12);
     CHECK(dafuse::test::max_relative_error(std::span(dx), std::span(g.x)) < 1e-12);
   }
 }
 
-TEST_CASE("generic forward and backward with products split by W's columns match naive loops") {
+TEST_CASE("host forward and backward with products split by W's columns match naive loops") {
   // 512 → 512 → 256 → 8 on 64 samples: layers 0 and 1 pass gemm_parallel_flops with fewer
   // samples than inputs, so with room for partial sums each thread takes a block of W's columns
   // in all three products (layer_split): the forward sums its block of terms, and the partial
@@ -667,13 +664,13 @@ TEST_CASE("generic forward and backward with products split by W's columns match
   using stack = nn::layer_stack<nn::dense<512, 512, nn::tanh>, nn::dense<512, 256, nn::relu>,
                                 nn::dense<256, 8, nn::identity>>;
   constexpr index_t n = 64;
-  check_split_stack<stack>(n, 78, 512 * n, [](const generic::gemm_workspace<double>& ws, int) {
-    REQUIRE(ws.split_layer(512, 512, n).forward.along == generic::split_along::depth);
-    REQUIRE(ws.split_layer(256, 512, n).forward.along == generic::split_along::depth);
+  check_split_stack<stack>(n, 78, 512 * n, [](const host::gemm_workspace<double>& ws, int) {
+    REQUIRE(ws.split_layer(512, 512, n).forward.along == host::split_along::depth);
+    REQUIRE(ws.split_layer(256, 512, n).forward.along == host::split_along::depth);
   });
 }
 
-TEST_CASE("generic forward and backward with products split by rows of C match naive loops") {
+TEST_CASE("host forward and backward with products split by rows of C match naive loops") {
   // 512 → 1024 → 512 → 8 on 40 samples without room for partial sums: the forward products of
   // layers 0 and 1 and layer 1's input gradient (2·1024·512·40 ≈ 4.2e7 FLOP each) split C by its
   // rows, so each thread's block starts part-way down C: the bias, f and f' a finisher applies
@@ -681,29 +678,28 @@ TEST_CASE("generic forward and backward with products split by rows of C match n
   using stack = nn::layer_stack<nn::dense<512, 1024, nn::tanh>, nn::dense<1024, 512, nn::relu>,
                                 nn::dense<512, 8, nn::identity>>;
   constexpr index_t n = 40;
-  check_split_stack<stack>(n, 79, 0, [](const generic::gemm_workspace<double>& ws, int threads) {
-    REQUIRE(ws.split_layer(1024, 512, n).forward.along == generic::split_along::rows);
+  check_split_stack<stack>(n, 79, 0, [](const host::gemm_workspace<double>& ws, int threads) {
+    REQUIRE(ws.split_layer(1024, 512, n).forward.along == host::split_along::rows);
     REQUIRE(ws.split_layer(1024, 512, n).forward.threads == threads);
-    REQUIRE(ws.split_layer(512, 1024, n).input_gradient.along == generic::split_along::rows);
+    REQUIRE(ws.split_layer(512, 1024, n).input_gradient.along == host::split_along::rows);
     REQUIRE(ws.split_layer(512, 1024, n).input_gradient.threads == threads);
   });
 }
 
 TEST_CASE(
-    "generic forward and backward split by W's columns in blocks of part tiles match naive loops") {
+    "host forward and backward split by W's columns in blocks of part tiles match naive loops") {
   // 512 → 400 → 256 → 8 on 100 samples: layer 1's 400 inputs split 200 + 200 on two threads and
   // 136 + 136 + 128 on three (whole cache lines of 8 doubles, not whole 32-row tiles), so its
   // input gradient's first block ends part-way through a register tile and the next starts there.
   using stack = nn::layer_stack<nn::dense<512, 400, nn::tanh>, nn::dense<400, 256, nn::relu>,
                                 nn::dense<256, 8, nn::identity>>;
   constexpr index_t n = 100;
-  check_split_stack<stack>(n, 80, 512 * n,
-                           [](const generic::gemm_workspace<double>& ws, int threads) {
-                             const generic::layer_split s = ws.split_layer(256, 400, n);
-                             REQUIRE(s.forward.along == generic::split_along::depth);
-                             REQUIRE(s.forward.threads == threads);
-                             REQUIRE(s.forward.per % 32 != 0);
-                           });
+  check_split_stack<stack>(n, 80, 512 * n, [](const host::gemm_workspace<double>& ws, int threads) {
+    const host::layer_split s = ws.split_layer(256, 400, n);
+    REQUIRE(s.forward.along == host::split_along::depth);
+    REQUIRE(s.forward.threads == threads);
+    REQUIRE(s.forward.per % 32 != 0);
+  });
 }
 
 TEST_CASE_TEMPLATE("row_sums writes Eigen's rowwise sum bit for bit, wherever the output lies",
@@ -720,7 +716,7 @@ TEST_CASE_TEMPLATE("row_sums writes Eigen's rowwise sum bit for bit, wherever th
       std::vector<T> m(std::size_t(rows * cols));
       for (T& v : m)
         v = T(rng.uniform<double>(-1.0, 1.0) * std::exp2(rng.uniform<double>(-12, 12)));
-      const generic::matrix_map<T> map(m.data(), rows, cols);
+      const host::matrix_map<T> map(m.data(), rows, cols);
       for (index_t offset = 0; offset < 16; ++offset) {
         // Both outputs at the same offset from a 64-byte boundary.
         const auto at_offset = [&](std::vector<T>& buffer) {
@@ -731,8 +727,8 @@ TEST_CASE_TEMPLATE("row_sums writes Eigen's rowwise sum bit for bit, wherever th
         std::vector<T> expected_buffer(std::size_t(rows + 32)), got_buffer(std::size_t(rows + 32));
         T* const expected = at_offset(expected_buffer);
         T* const got = at_offset(got_buffer);
-        generic::vector_map<T>(expected, rows).noalias() = map.rowwise().sum();
-        generic::row_sums(map, got);
+        host::vector_map<T>(expected, rows).noalias() = map.rowwise().sum();
+        host::row_sums(map, got);
         CAPTURE(rows);
         CAPTURE(cols);
         CAPTURE(offset);

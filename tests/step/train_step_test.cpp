@@ -70,7 +70,7 @@ TEST_CASE("a label outside [0, classes) is an error, not a silent wrong gradient
 
 TEST_CASE("a step that holds a thread team gives a label error back and trains on after it") {
   // Products of 2·512·512·64 FLOP split among the threads, so run() holds one OpenMP team
-  // (backend/generic/team.hpp) and the label check throws on the team's first thread: the error
+  // (backend/host/team.hpp) and the label check throws on the team's first thread: the error
   // must reach the caller with the team released, and the step must go on as if it had not been.
   using wide_net = df::nn::dann_net<df::nn::mlp<512, 512, df::nn::relu>, df::nn::linear<512, 3>,
                                     df::nn::mlp<512, 512, 1, df::nn::relu>>;

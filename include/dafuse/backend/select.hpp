@@ -2,7 +2,7 @@
 //! @file backend/select.hpp
 //! @brief The one place that picks the system a step runs on by default.
 //!
-//! Today every step runs the generic backend (Eigen products and Thrust algorithms) on Thrust's
+//! Today every step runs the host backend (Eigen products and Thrust algorithms) on Thrust's
 //! OpenMP system. A CUDA backend will be chosen here, for translation units compiled by nvcc,
 //! once its kernels exist; user code does not change.
 #pragma once

@@ -2,7 +2,7 @@
 //! @file core/system.hpp
 //! @brief Where memory lives and algorithms run: Thrust's OpenMP and serial (CPP) systems.
 //!
-//! A system names a Thrust vector type and an execution policy. The generic backend is written
+//! A system names a Thrust vector type and an execution policy. The host backend is written
 //! once against this pair; backend/select.hpp is the one place that picks which system a step
 //! uses.
 #pragma once

@@ -18,7 +18,7 @@
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/meta.hpp>
-#include <dafuse/data/batcher.hpp>
+#include <dafuse/data/batch_draws.hpp>
 #include <dafuse/data/dataset.hpp>
 #include <dafuse/policy/loader.hpp>
 

@@ -167,7 +167,7 @@ concept module_spec = requires {
 //! A module whose input is sparse: rows of a CSR data set (bag-of-words counts, one-hot
 //! features), e.g. `nn::sparse_input<nn::mlp<5000, 100, nn::relu>>`. Its first layer multiplies
 //! only the non-zeros and writes weight gradients only for the features a batch uses
-//! (backend/generic/sparse.hpp); the rest of the module is unchanged. Only the feature extractor
+//! (backend/host/sparse.hpp); the rest of the module is unchanged. Only the feature extractor
 //! of a dann_net can take sparse input.
 template <class Module>
 struct sparse_input : Module {

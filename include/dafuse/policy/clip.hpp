@@ -8,7 +8,7 @@
 //! and the discriminator get separate scales so they can be clipped apart.
 #pragma once
 #include <dafuse/config.hpp>
-#include <dafuse/step/arguments.hpp>
+#include <dafuse/policy/arguments.hpp>
 
 #include <cmath>
 #include <concepts>

@@ -3,8 +3,8 @@
 //! @brief The adversarial head slot: what the step does with the target rows and G_d.
 #pragma once
 #include <dafuse/config.hpp>
+#include <dafuse/policy/arguments.hpp>
 #include <dafuse/policy/schedule.hpp>
-#include <dafuse/step/arguments.hpp>
 
 #include <cmath>
 #include <concepts>

@@ -9,7 +9,7 @@
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/meta.hpp>
-#include <dafuse/step/arguments.hpp>
+#include <dafuse/policy/arguments.hpp>
 
 #include <cmath>
 #include <concepts>

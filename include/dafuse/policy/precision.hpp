@@ -17,7 +17,7 @@
 
 #include <dafuse/core/half.hpp>
 #include <dafuse/core/meta.hpp>
-#include <dafuse/step/arguments.hpp>
+#include <dafuse/policy/arguments.hpp>
 
 #include <concepts>
 #include <type_traits>

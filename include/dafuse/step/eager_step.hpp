@@ -49,11 +49,11 @@
 #pragma once
 #include <dafuse/config.hpp>
 
-#include <dafuse/backend/generic/dense.hpp>
-#include <dafuse/backend/generic/gemm.hpp>
-#include <dafuse/backend/generic/products.hpp>
-#include <dafuse/backend/generic/sparse.hpp>
-#include <dafuse/backend/generic/update.hpp>
+#include <dafuse/backend/host/dense.hpp>
+#include <dafuse/backend/host/gemm.hpp>
+#include <dafuse/backend/host/products.hpp>
+#include <dafuse/backend/host/sparse.hpp>
+#include <dafuse/backend/host/update.hpp>
 #include <dafuse/backend/select.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
@@ -64,13 +64,13 @@
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/nn/grad_reversal.hpp>
 #include <dafuse/nn/init.hpp>
+#include <dafuse/policy/arguments.hpp>
 #include <dafuse/policy/clip.hpp>
 #include <dafuse/policy/head.hpp>
 #include <dafuse/policy/loader.hpp>
 #include <dafuse/policy/optim.hpp>
 #include <dafuse/policy/precision.hpp>
 #include <dafuse/policy/schedule.hpp>
-#include <dafuse/step/arguments.hpp>
 #include <dafuse/step/train_step.hpp>
 
 #include <Eigen/Core>
@@ -193,7 +193,7 @@ class eager_step {
                 "dafuse: eager_step's 6th argument must be an optimizer policy such as "
                 "optim::sgd; the order is <Net, Loader, Precision, Clip, Head, Optim>");
   static_assert(System::host_accessible,
-                "dafuse: the generic backend needs a host-accessible system (system::omp or "
+                "dafuse: the host backend needs a host-accessible system (system::omp or "
                 "system::cpp)");
 
  public:
@@ -370,12 +370,12 @@ class eager_step {
   using T = value_type;
   template <class Stack>
   using stack_buffers = detail::eager_stack_buffers<Stack, T>;
-  using products_type = backend::generic::products_for<compute_format, T>;
-  using matrix_map = backend::generic::matrix_map<T>;
-  using const_matrix_map = backend::generic::const_matrix_map<T>;
-  using vector_map = backend::generic::vector_map<T>;
-  using const_vector_map = backend::generic::const_vector_map<T>;
-  using op = backend::generic::op;
+  using products_type = backend::host::products_for<compute_format, T>;
+  using matrix_map = backend::host::matrix_map<T>;
+  using const_matrix_map = backend::host::const_matrix_map<T>;
+  using vector_map = backend::host::vector_map<T>;
+  using const_vector_map = backend::host::const_vector_map<T>;
+  using op = backend::host::op;
 
   static const fit_args& checked(const fit_args& a) {
     if (const status s = can_implement(a); !s) throw error(s.message);
@@ -453,17 +453,16 @@ class eager_step {
             const T* w = params + Stack::template param_offset<I>();
             // z = W·x: [out, in]·[in, n] (GEMM, or one scaled column of W per sparse non-zero)
             if constexpr (I == 0)
-              backend::generic::input_product<layer>(gemm_, w, x, s.products[I].data);
+              backend::host::input_product<layer>(gemm_, w, x, s.products[I].data);
             else
-              backend::generic::input_product<layer>(
-                  gemm_, w, matrix_view<const T>(s.outputs[I - 1]), s.products[I].data);
+              backend::host::input_product<layer>(gemm_, w, matrix_view<const T>(s.outputs[I - 1]),
+                                                  s.products[I].data);
             // z += b
-            matrix_map z = backend::generic::map(s.products[I]);
+            matrix_map z = backend::host::map(s.products[I]);
             z.colwise() += const_vector_map(w + layer::weight_count, layer::out);
             // a = f(z)
             if constexpr (!stack_buffers<Stack>::template is_identity<I>)
-              backend::generic::map(s.outputs[I]) =
-                  z.unaryExpr([](T v) { return T(layer::act(v)); });
+              backend::host::map(s.outputs[I]) = z.unaryExpr([](T v) { return T(layer::act(v)); });
           }(),
           ...);
     }
@@ -487,9 +486,9 @@ class eager_step {
             using layer = typename Stack::template layer<l>;
             // δz = δa ⊙ f'(a) (f' read from the output, as the fused backward does)
             if constexpr (!stack_buffers<Stack>::template is_identity<l>)
-              backend::generic::map(s.product_gradients[l]) =
-                  backend::generic::map(s.output_gradients[l])
-                      .binaryExpr(backend::generic::map(s.outputs[l]), [](T d, T a) {
+              backend::host::map(s.product_gradients[l]) =
+                  backend::host::map(s.output_gradients[l])
+                      .binaryExpr(backend::host::map(s.outputs[l]), [](T d, T a) {
                         return d * T(layer::act.derivative_from_output(a));
                       });
             const T* dz = s.product_gradients[l].data;
@@ -500,24 +499,24 @@ class eager_step {
               // A sparse x gives PyTorch's dense gradient of W: zero all of it, then add one
               // scaled column of δz per non-zero (the library's sparse weight gradient).
               matrix_map(gw, layer::out, layer::in).setZero();
-              backend::generic::sparse_weight_gradient<products_type>(dz, layer::out, x, gw);
+              backend::host::sparse_weight_gradient<products_type>(dz, layer::out, x, gw);
             } else {
               const matrix_view<const T> in = layer_input<Stack, l>(x, s);
               gemm_.template product<op::none, op::transpose>(
                   layer::out, layer::in, n, T(1), dz, layer::out, in.data, layer::in, T(0), gw,
-                  layer::out, backend::generic::no_finish{},
+                  layer::out, backend::host::no_finish{},
                   gemm_.split_layer(layer::out, layer::in, n).weight_gradient);
             }
             // ∂L/∂b = Σ_columns δz
             vector_map(gw + layer::weight_count, layer::out).noalias() =
-                backend::generic::map(s.product_gradients[l]).rowwise().sum();
+                backend::host::map(s.product_gradients[l]).rowwise().sum();
             // δx = Wᵀ·δz: [in, out]·[out, n]
             matrix_view<T> dx = input_gradient;
             if constexpr (l > 0) dx = s.output_gradients[l - 1];
             if (dx.data != nullptr)
               gemm_.template product<op::transpose, op::none>(
                   layer::in, n, layer::out, T(1), w, layer::out, dz, layer::out, T(0), dx.data,
-                  layer::in, backend::generic::no_finish{},
+                  layer::in, backend::host::no_finish{},
                   gemm_.split_layer(layer::out, layer::in, n).input_gradient);
           }(),
           ...);
@@ -569,8 +568,8 @@ class eager_step {
       for (index_t k = 0; k < class_count; ++k) log_probabilities_(k, c) = zc[k] - zmax - log_sum;
     }
     // p = exp(log p)
-    backend::generic::map(probabilities_) =
-        backend::generic::map(log_probabilities_).unaryExpr([](T v) { return T(std::exp(v)); });
+    backend::host::map(probabilities_) =
+        backend::host::map(log_probabilities_).unaryExpr([](T v) { return T(std::exp(v)); });
     // NLL: −mean over the samples of log p at the label.
     const std::int32_t* y = labels_.data();
     double sum = 0;
@@ -630,8 +629,8 @@ class eager_step {
   // The gradient reversal's backward (Ganin & Lempitsky 2015): δh_r = −λ·δh_d, G_f ascends L_d.
   void reverse_gradient(double lambda) {
     const nn::grad_reversal<T> reversal{T(lambda)};
-    backend::generic::map(reversed_gradient_) =
-        backend::generic::map(discriminator_input_gradient_).unaryExpr([reversal](T d) {
+    backend::host::map(reversed_gradient_) =
+        backend::host::map(discriminator_input_gradient_).unaryExpr([reversal](T d) {
           return reversal.backward(d);
         });
   }
@@ -639,11 +638,11 @@ class eager_step {
   // δh = δh_r + [δh_y, 0]: G_y saw only the source columns (autograd's sum of h's two uses).
   void sum_feature_gradients(matrix_view<T> dh) {
     const index_t b = args_.batch;
-    backend::generic::map(dh.middle_cols(0, b)) =
-        backend::generic::map(reversed_gradient_.middle_cols(0, b)) +
-        backend::generic::map(classifier_input_gradient_);
-    backend::generic::map(dh.middle_cols(b, b)) =
-        backend::generic::map(reversed_gradient_.middle_cols(b, b));
+    backend::host::map(dh.middle_cols(0, b)) =
+        backend::host::map(reversed_gradient_.middle_cols(0, b)) +
+        backend::host::map(classifier_input_gradient_);
+    backend::host::map(dh.middle_cols(b, b)) =
+        backend::host::map(reversed_gradient_.middle_cols(b, b));
   }
 
   // Clipping in place, on the raw norms: the clip policy's per-module scales (a pass per module,
@@ -670,7 +669,7 @@ class eager_step {
   // The optimizer's pass: Optim::update on every trained parameter with its module's learning
   // rate, through the library's update pass with scale 1 and no clamp (clipping is done).
   void update_parameters(double lr) {
-    using region = backend::generic::update_region<Optim, T>;
+    using region = backend::host::update_region<Optim, T>;
     const auto module_region = [&](index_t begin, index_t end, float lr_mult) {
       return region{begin, end, T(1),
                     Optim::template make<T>(args_, lr * double(lr_mult), step_index_)};
@@ -680,7 +679,7 @@ class eager_step {
         module_region(Net::classifier_offset, Net::discriminator_offset, args_.lr_mult.classifier),
         // Without an adversarial head G_d is not trained: an empty range.
         module_region(Net::discriminator_offset, trained_param_count, args_.lr_mult.discriminator)};
-    backend::generic::update_parameters<Optim, System>(
+    backend::host::update_parameters<Optim, System>(
         params_.data(), grads_.data(), optim_state_.data(), Net::param_count, regions,
         std::numeric_limits<double>::infinity(), !sparse_input);
   }

@@ -20,10 +20,10 @@
 #pragma once
 #include <dafuse/config.hpp>
 
-#include <dafuse/backend/generic/dense.hpp>
-#include <dafuse/backend/generic/loss.hpp>
-#include <dafuse/backend/generic/products.hpp>
-#include <dafuse/backend/generic/update.hpp>
+#include <dafuse/backend/host/dense.hpp>
+#include <dafuse/backend/host/loss.hpp>
+#include <dafuse/backend/host/products.hpp>
+#include <dafuse/backend/host/update.hpp>
 #include <dafuse/backend/select.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
@@ -33,12 +33,12 @@
 #include <dafuse/nn/grad_reversal.hpp>
 #include <dafuse/nn/init.hpp>
 #include <dafuse/nn/loss.hpp>
+#include <dafuse/policy/arguments.hpp>
 #include <dafuse/policy/clip.hpp>
 #include <dafuse/policy/head.hpp>
 #include <dafuse/policy/loader.hpp>
 #include <dafuse/policy/optim.hpp>
 #include <dafuse/policy/precision.hpp>
-#include <dafuse/step/arguments.hpp>
 
 #include <algorithm>
 #include <array>
@@ -153,7 +153,7 @@ class train_step {
                 "dafuse: train_step's 6th argument must be an optimizer policy such as "
                 "optim::sgd; the order is <Net, Loader, Precision, Clip, Head, Optim>");
   static_assert(System::host_accessible,
-                "dafuse: the generic backend needs a host-accessible system (system::omp or "
+                "dafuse: the host backend needs a host-accessible system (system::omp or "
                 "system::cpp)");
 
  public:
@@ -226,13 +226,13 @@ class train_step {
       previous_used_features_ = buffer<std::int32_t, System>(input_width);
       feature_marks_ = buffer<std::uint8_t, System>(input_width, 0);
       // On several threads the batch is dealt among them by feature, and each runs the first
-      // layer's products on its own columns of W (backend/generic/sparse.hpp).
-      if (const int threads = std::min(backend::generic::available_threads(), 64);
+      // layer's products on its own columns of W (backend/host/sparse.hpp).
+      if (const int threads = std::min(backend::host::available_threads(), 64);
           std::is_same_v<System, system::omp> && threads > 1) {
         constexpr index_t out = feature_stack::template layer<0>::out;
-        feature_parts_ = backend::generic::sparse_feature_parts<value_type>(
+        feature_parts_ = backend::host::sparse_feature_parts<value_type>(
             input_width, out, rows, input_width * rows, threads,
-            backend::generic::sparse_deal_block<value_type>(input_width, out, threads));
+            backend::host::sparse_deal_block<value_type>(input_width, out, threads));
       }
     } else {
       input_ = buffer<value_type, System>(input_width * rows);
@@ -313,10 +313,10 @@ class train_step {
 
   //! One training step on input() and source_labels(): forward, losses, backward, clip, update.
   //! A step whose products split among threads runs in one OpenMP team held throughout
-  //! (backend/generic/team.hpp).
+  //! (backend/host/team.hpp).
   step_report run() {
     step_report report;
-    backend::generic::with_thread_team(holds_team_, [&] { report = train_once(); });
+    backend::host::with_thread_team(holds_team_, [&] { report = train_once(); });
     return report;
   }
 
@@ -324,7 +324,7 @@ class train_step {
   //! weight λ and returns the losses; no parameter changes. Used by run() and by gradient checks.
   step_report compute_gradients(double lambda) {
     step_report report;
-    backend::generic::with_thread_team(holds_team_, [&] { report = gradients_of_batch(lambda); });
+    backend::host::with_thread_team(holds_team_, [&] { report = gradients_of_batch(lambda); });
     return report;
   }
 
@@ -446,7 +446,7 @@ class train_step {
     const double unscale = 1.0 / report.loss_scale;
     clip.task *= unscale;
     clip.discriminator *= unscale;
-    using region = backend::generic::update_region<Optim, value_type>;
+    using region = backend::host::update_region<Optim, value_type>;
     const auto module_region = [&](index_t begin, index_t end, double scale, float lr_mult) {
       return region{begin, end, value_type(scale),
                     Optim::template make<value_type>(args_, lr * double(lr_mult), step_index_)};
@@ -460,8 +460,8 @@ class train_step {
         module_region(Net::discriminator_offset, trained_param_count, clip.discriminator,
                       args_.lr_mult.discriminator)};
     // Each thread updates the weights whose gradients it wrote. A sparse step on one thread
-    // runs no parallel region before its update, and keeps it (backend/generic/update.hpp).
-    backend::generic::update_parameters<Optim, System>(
+    // runs no parallel region before its update, and keeps it (backend/host/update.hpp).
+    backend::host::update_parameters<Optim, System>(
         params_.data(), grads_.data(), optim_state_.data(), Net::param_count, regions, clip.limit,
         !sparse_input || dealt(), weight_blocks_);
     ++step_index_;
@@ -488,7 +488,7 @@ class train_step {
       (
           [&] {
             using layer = typename Stack::template layer<I>;
-            namespace gen = backend::generic;
+            namespace gen = backend::host;
             const index_t begin = offset + Stack::template param_offset<I>();
             if constexpr (I == 0 && sparse_input) {
               // Dealt by feature among the parts, or one thread's.
@@ -511,8 +511,8 @@ class train_step {
   }
 
   template <class Stack>
-  using stack_scratch = backend::generic::stack_scratch<Stack, value_type>;
-  using products_type = backend::generic::products_for<compute_format, value_type>;
+  using stack_scratch = backend::host::stack_scratch<Stack, value_type>;
+  using products_type = backend::host::products_for<compute_format, value_type>;
 
   static void round_in_place(value_type* v, index_t n) {
     for (index_t i = 0; i < n; ++i) v[i] = products_type::round(v[i]);
@@ -548,15 +548,15 @@ class train_step {
         round_biases<discriminator_stack>(Net::discriminator_offset, round_range);
       } else if (dealt()) {
         // Each thread rounds the weights its part of the sparse layer reads, as the update.
-        backend::generic::run_on_team(feature_parts_.parts(), [&](int t, int team, auto&&) {
-          backend::generic::for_each_owned_run(weight_blocks_, 0, Net::param_count, t, team,
-                                               round_range);
+        backend::host::run_on_team(feature_parts_.parts(), [&](int t, int team, auto&&) {
+          backend::host::for_each_owned_run(weight_blocks_, 0, Net::param_count, t, team,
+                                            round_range);
         });
       } else {
         // As memory-bound as the update, and as large: split among the threads in equal slices (a
         // sparse step on one thread keeps it there, as its update).
-        backend::generic::for_each_slice<System, value_type>(0, Net::param_count, round_range,
-                                                             !sparse_input);
+        backend::host::for_each_slice<System, value_type>(0, Net::param_count, round_range,
+                                                          !sparse_input);
       }
       return working;
     }
@@ -581,7 +581,7 @@ class train_step {
   // G_f and G_y on the x.cols samples of one evaluation chunk; writes `out` from sample `first`.
   template <class Input>
   void infer_chunk(const value_type* p, const Input& x, index_t first, const inference& out) {
-    namespace gen = backend::generic;
+    namespace gen = backend::host;
     const auto f = eval_features_.leading(x.cols);
     const auto y = eval_classifier_.leading(x.cols);
     const value_type* w = product_weights(p);
@@ -641,7 +641,7 @@ class train_step {
 
   // The same checks, then the batch dealt among the threads by feature; each thread first clears
   // its columns of the weight gradient that the previous batch wrote.
-  backend::generic::dealt_sparse_batch<value_type> deal_sparse_batch() {
+  backend::host::dealt_sparse_batch<value_type> deal_sparse_batch() {
     const index_t rows = feature_rows();
     const std::int32_t* offsets = sparse_offsets_.data();
     const std::int32_t* indices = sparse_indices_.data();
@@ -658,7 +658,7 @@ class train_step {
   // Forward and backward on the batch x (dense or sparse); see compute_gradients().
   template <class Input>
   step_report compute_gradients_on(const Input& x, double lambda) {
-    namespace gen = backend::generic;
+    namespace gen = backend::host;
     const index_t b = args_.batch;
     profile_scope forward_timing(profiler_, phase::forward);
     const value_type* p = working_parameters();
@@ -735,7 +735,7 @@ class train_step {
       if (y[c] < 0 || y[c] >= class_count)
         fail("train_step", "source_labels()[" + std::to_string(c) + "]",
              "a class in [0, " + std::to_string(class_count) + ")", std::to_string(y[c]));
-    return backend::generic::softmax_cross_entropy(z.data, class_count, b, y, scale, dz.data) /
+    return backend::host::softmax_cross_entropy(z.data, class_count, b, y, scale, dz.data) /
            double(b);
   }
 
@@ -748,7 +748,7 @@ class train_step {
     const value_type scale = value_type(loss_scale_.scale / double(rows));
     index_t right = 0;
     const double sum =
-        backend::generic::binary_cross_entropy_with_logits(z, rows, b, scale, dz, right);
+        backend::host::binary_cross_entropy_with_logits(z, rows, b, scale, dz, right);
     report.domain_loss = sum / double(rows);
     report.domain_accuracy = double(right) / double(rows);
   }
@@ -770,7 +770,7 @@ class train_step {
   buffer<std::uint8_t, System> feature_marks_;
   index_t used_count_ = 0;
   // The batch dealt among the threads by feature: a sparse step with more than one thread.
-  backend::generic::sparse_feature_parts<value_type> feature_parts_;
+  backend::host::sparse_feature_parts<value_type> feature_parts_;
   buffer<std::int32_t, System> labels_;   // [B]
   buffer<value_type, System> workspace_;  // every scratch below, carved once
   stack_scratch<feature_stack> features_;
@@ -782,7 +782,7 @@ class train_step {
   products_type gemm_;
   // Every weight matrix, in parameter order, and how gemm_ splits the product that writes its
   // gradient (the update follows it; a sparse first layer's gradient is one thread's).
-  std::array<backend::generic::weight_block,
+  std::array<backend::host::weight_block,
              feature_stack::depth + classifier_stack::depth + discriminator_stack::depth>
       weight_blocks_{};
   // Whether run() and compute_gradients() hold one OpenMP team for the whole step: only when

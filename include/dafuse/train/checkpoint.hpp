@@ -26,8 +26,8 @@
 #include <dafuse/config.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
+#include <dafuse/policy/arguments.hpp>
 #include <dafuse/policy/precision.hpp>
-#include <dafuse/step/arguments.hpp>
 
 #include <array>
 #include <bit>

@@ -11,8 +11,8 @@
 #include <dafuse/data/dataset.hpp>
 #include <dafuse/data/sparse_batcher.hpp>
 #include <dafuse/data/split.hpp>
+#include <dafuse/policy/arguments.hpp>
 #include <dafuse/select/validators.hpp>
-#include <dafuse/step/arguments.hpp>
 #include <dafuse/step/train_step.hpp>
 #include <dafuse/train/checkpoint.hpp>
 

@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-//! @file step/arguments.hpp
+//! @file policy/arguments.hpp
 //! @brief The run-time numbers of a training set-up (types decide structure, these decide values).
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/nn/init.hpp>
-#include <dafuse/policy/schedule.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -91,20 +90,5 @@ inline status check_unit_interval(float value, const char* field) {
   return check_field(value >= 0 && value < 1, value, field, "a value in [0, 1)");
 }
 }  // namespace detail
-
-//! λ and the learning rate of one step.
-struct step_rates {
-  double lambda = 0.0;  //!< the reversal's weight: lambda_max · Schedule::lambda(p), 0 without G_d
-  double lr = 0.0;      //!< lr₀ · Schedule::lr_factor(p)
-};
-
-//! The rates of step `step_index` of a run of args.steps under `Schedule`; `adversarial` says
-//! whether the head trains G_d. The fused and the eager step both take their rates from here.
-template <class Schedule>
-step_rates scheduled_rates(const fit_args& args, index_t step_index, bool adversarial) {
-  const progress now{step_index, args.steps};
-  return {adversarial ? double(args.lambda_max) * Schedule::lambda(now) : 0.0,
-          double(args.lr) * Schedule::lr_factor(now)};
-}
 
 }  // namespace dafuse

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! @file backend/generic/sparse.hpp
+//! @file backend/host/sparse.hpp
 //! @brief The products of a first layer whose input is sparse, without densifying it.
 //!
 //! A layer In → Out with a sparse input x: [In, n] (one sample per column, nnz non-zeros in all)
@@ -21,8 +21,8 @@
 #pragma once
 #include <dafuse/config.hpp>
 
-#include <dafuse/backend/generic/simd.hpp>
-#include <dafuse/backend/generic/team.hpp>
+#include <dafuse/backend/host/simd.hpp>
+#include <dafuse/backend/host/team.hpp>
 
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
@@ -37,7 +37,7 @@
 #include <utility>
 #include <vector>
 
-namespace dafuse::backend::generic {
+namespace dafuse::backend::host {
 
 namespace detail {
 //! Non-zeros ahead whose column of W (or ∂L/∂W) is prefetched: the columns are at random
@@ -494,4 +494,4 @@ double sparse_weight_gradient(
   return sum;
 }
 
-}  // namespace dafuse::backend::generic
+}  // namespace dafuse::backend::host

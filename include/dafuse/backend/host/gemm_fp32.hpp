@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! @file backend/generic/gemm_fp32.hpp
+//! @file backend/host/gemm_fp32.hpp
 //! @brief dafuse's own fp32 product kernel for AVX-512, with packing buffers allocated once.
 //!
 //! `gemm` (gemm.hpp) runs fp32 products here when the compiler targets AVX-512F, and on Eigen's
@@ -28,13 +28,13 @@
 #pragma once
 #include <dafuse/config.hpp>
 
-#include <dafuse/backend/generic/simd.hpp>
+#include <dafuse/backend/host/simd.hpp>
 #include <dafuse/core/meta.hpp>
 
 #include <algorithm>
 #include <vector>
 
-namespace dafuse::backend::generic {
+namespace dafuse::backend::host {
 
 //! Whether fp32 products run on dafuse's AVX-512 kernel in this translation unit (false: on
 //! Eigen's kernel). Defining DAFUSE_FP32_GEMM_EIGEN keeps them on Eigen's kernel, to compare.
@@ -448,4 +448,4 @@ struct fp32_kernel {
 #endif  // DAFUSE_GEMM_FP32_NATIVE
 
 }  // namespace detail
-}  // namespace dafuse::backend::generic
+}  // namespace dafuse::backend::host

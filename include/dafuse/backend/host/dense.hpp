@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! @file backend/generic/dense.hpp
+//! @file backend/host/dense.hpp
 //! @brief Forward and backward of a layer stack over Eigen maps of the step's buffers.
 //!
 //! Shapes: a stack's input x is [in, n] (one sample per column), layer l's output y_l is
@@ -13,8 +13,8 @@
 #pragma once
 #include <dafuse/config.hpp>
 
-#include <dafuse/backend/generic/gemm.hpp>
-#include <dafuse/backend/generic/sparse.hpp>
+#include <dafuse/backend/host/gemm.hpp>
+#include <dafuse/backend/host/sparse.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
@@ -30,7 +30,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace dafuse::backend::generic {
+namespace dafuse::backend::host {
 
 template <class T>
 using matrix_map = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>>;
@@ -122,7 +122,7 @@ void input_product(Products& ws, const T* w, matrix_view<const T> x, T* y, Finis
       std::forward<Finish>(finish), ws.split_layer(Layer::out, Layer::in, x.cols).forward);
 }
 
-//! y = W·x for a sparse input: one scaled column of W per non-zero (backend/generic/sparse.hpp),
+//! y = W·x for a sparse input: one scaled column of W per non-zero (backend/host/sparse.hpp),
 //! then `finish` on all of y.
 template <class Layer, class T, class Products, class Finish = no_finish>
 void input_product(
@@ -489,4 +489,4 @@ double backward(const T* params,
   return norm_sq;
 }
 
-}  // namespace dafuse::backend::generic
+}  // namespace dafuse::backend::host

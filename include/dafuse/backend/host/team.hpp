@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! @file backend/generic/team.hpp
+//! @file backend/host/team.hpp
 //! @brief One OpenMP team held for a whole step, its threads handed each parallel product.
 //!
 //! A dense step runs about ten parallel pieces (the split products, the update), each of which
@@ -40,7 +40,7 @@
 #include <unistd.h>
 #endif
 
-namespace dafuse::backend::generic {
+namespace dafuse::backend::host {
 
 namespace detail {
 
@@ -318,4 +318,4 @@ void run_on_team(int threads, Job&& job) {
   job(0, 1, detail::no_sync{});
 }
 
-}  // namespace dafuse::backend::generic
+}  // namespace dafuse::backend::host

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! @file backend/generic/loss.hpp
+//! @file backend/host/loss.hpp
 //! @brief The step's two losses over a whole batch, 16 samples at a time in SIMD registers.
 //!
 //! nn/loss.hpp defines each loss on one sample, the form a CUDA thread runs. On the CPU a loop of
@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-namespace dafuse::backend::generic {
+namespace dafuse::backend::host {
 
 namespace detail {
 inline constexpr index_t loss_lanes = 16;  //!< samples per vector step
@@ -105,4 +105,4 @@ double softmax_cross_entropy(
   return sum;
 }
 
-}  // namespace dafuse::backend::generic
+}  // namespace dafuse::backend::host

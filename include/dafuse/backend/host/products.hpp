@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! @file backend/generic/products.hpp
+//! @file backend/host/products.hpp
 //! @brief The matrix products of a mixed-precision step, and which product set a precision uses.
 //!
 //! forward() and backward() in dense.hpp take a "product set": something that runs
@@ -14,8 +14,8 @@
 #pragma once
 #include <dafuse/config.hpp>
 
-#include <dafuse/backend/generic/gemm.hpp>
-#include <dafuse/backend/generic/gemm_bf16.hpp>
+#include <dafuse/backend/host/gemm.hpp>
+#include <dafuse/backend/host/gemm_bf16.hpp>
 #include <dafuse/core/half.hpp>
 #include <dafuse/core/meta.hpp>
 
@@ -23,7 +23,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace dafuse::backend::generic {
+namespace dafuse::backend::host {
 
 //! Products and rounding for a step that stores its values in the 16-bit format F.
 template <number_format F>
@@ -106,4 +106,4 @@ struct products_for<F, T> {
 template <number_format F, class T>
 using products_for = typename detail::products_for<F, T>::type;
 
-}  // namespace dafuse::backend::generic
+}  // namespace dafuse::backend::host

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! @file backend/generic/gemm_bf16.hpp
+//! @file backend/host/gemm_bf16.hpp
 //! @brief Matrix products with bf16 operands and fp32 accumulation, with packing buffers
 //! allocated once.
 //!
@@ -26,8 +26,8 @@
 #pragma once
 #include <dafuse/config.hpp>
 
-#include <dafuse/backend/generic/gemm.hpp>
-#include <dafuse/backend/generic/simd.hpp>
+#include <dafuse/backend/host/gemm.hpp>
+#include <dafuse/backend/host/simd.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/half.hpp>
 #include <dafuse/core/meta.hpp>
@@ -52,7 +52,7 @@
 #include <utility>
 #include <vector>
 
-namespace dafuse::backend::generic {
+namespace dafuse::backend::host {
 
 //! Whether `gemm_bf16` runs on AVX512-BF16 instructions (`vdpbf16ps`) in this translation unit;
 //! false: operands rounded to bf16 in fp32 buffers, products on Eigen's fp32 kernel.
@@ -413,4 +413,4 @@ double gemm_bf16(bf16_gemm_workspace& ws,
 #endif
 }
 
-}  // namespace dafuse::backend::generic
+}  // namespace dafuse::backend::host

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! @file backend/generic/simd.hpp
+//! @file backend/host/simd.hpp
 //! @brief What dafuse's own AVX-512 product kernels share: 64-byte aligned packing buffers,
 //! lane masks and a 16×16 transpose of 32-bit words.
 //!
@@ -23,7 +23,7 @@
 #include <memory>
 #include <new>
 
-namespace dafuse::backend::generic::detail {
+namespace dafuse::backend::host::detail {
 
 //! A 64-byte aligned array of T, allocated once: the alignment of a cache line and of a zmm
 //! register, so the micro-kernels' loads never split a line.
@@ -323,4 +323,4 @@ void blocked_product(packed_panels<typename Kernel::packed>& p,
 
 #endif  // DAFUSE_SIMD_AVX512
 
-}  // namespace dafuse::backend::generic::detail
+}  // namespace dafuse::backend::host::detail

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! @file backend/generic/gemm.hpp
+//! @file backend/host/gemm.hpp
 //! @brief Matrix products with packing buffers allocated once: fp32 on dafuse's AVX-512 kernel
 //! (gemm_fp32.hpp) where the compiler targets AVX-512F, everything else on Eigen's GEMM kernel.
 //!
@@ -12,8 +12,8 @@
 #pragma once
 #include <dafuse/config.hpp>
 
-#include <dafuse/backend/generic/gemm_fp32.hpp>
-#include <dafuse/backend/generic/team.hpp>
+#include <dafuse/backend/host/gemm_fp32.hpp>
+#include <dafuse/backend/host/team.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 
@@ -32,10 +32,10 @@
 #include <vector>
 
 static_assert(EIGEN_WORLD_VERSION == 3 && EIGEN_MAJOR_VERSION == 4,
-              "dafuse: backend/generic/gemm.hpp calls Eigen 3.4's blocked GEMM; install Eigen 3.4 "
+              "dafuse: backend/host/gemm.hpp calls Eigen 3.4's blocked GEMM; install Eigen 3.4 "
               "(apt-get install libeigen3-dev on Debian 12)");
 
-namespace dafuse::backend::generic {
+namespace dafuse::backend::host {
 
 //! Whether a GEMM operand is used as stored or transposed.
 enum class op { none, transpose };
@@ -438,7 +438,7 @@ class gemm_workspace {
                              room_.room());
   }
 
-  //! Stored values are kept as computed: no rounding (see backend/generic/products.hpp).
+  //! Stored values are kept as computed: no rounding (see backend/host/products.hpp).
   static constexpr bool rounds = false;
   static constexpr T round(T x) {
     return x;
@@ -762,4 +762,4 @@ double gemm_workspace<T>::product(index_t m,
                         std::forward<Finish>(finish), split);
 }
 
-}  // namespace dafuse::backend::generic
+}  // namespace dafuse::backend::host

@@ -1,14 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-//! @file backend/generic/update.hpp
+//! @file backend/host/update.hpp
 //! @brief The one pass over all parameters that applies clipping and the optimizer update.
 #pragma once
-#include <dafuse/backend/generic/gemm.hpp>
-#include <dafuse/backend/generic/team.hpp>
+#include <dafuse/backend/host/gemm.hpp>
+#include <dafuse/backend/host/team.hpp>
 #include <dafuse/config.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
-#include <dafuse/policy/clip.hpp>
-
 #include <dafuse/core/system.hpp>
 
 #include <algorithm>
@@ -19,7 +17,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace dafuse::backend::generic {
+namespace dafuse::backend::host {
 
 //! From this many parameters the update runs on every OpenMP thread, each on its part (see
 //! update_parameters). The pass is memory-bound (one read of each gradient, one read-modify-write
@@ -34,7 +32,7 @@ namespace dafuse::backend::generic {
 //! sitting in the other core's cache at the next forward: 79-87 µs on one thread against
 //! 192-225 µs split. Such a step passes split = false. (A sparse step on several threads now deals
 //! its batch among them by feature, and each thread updates the columns of W its part of the
-//! batch read and wrote: backend/generic/sparse.hpp.)
+//! batch read and wrote: backend/host/sparse.hpp.)
 inline constexpr index_t update_parallel_min = index_t(1) << 17;
 
 //! The update runs in chunks of this many parameters; before each it asks for the cache lines of
@@ -214,4 +212,4 @@ void update_parameters(T* params,
   update_range(first, last);
 }
 
-}  // namespace dafuse::backend::generic
+}  // namespace dafuse::backend::host
