@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file backend/select.hpp
-//! @brief The one place that picks the system a step runs on by default.
+//! @brief The one place that picks the system a step runs on by default, and brings in its
+//! executor.
 //!
-//! Today every step runs the host backend (Eigen products and Thrust algorithms) on Thrust's
-//! OpenMP system. A CUDA backend will be chosen here, for translation units compiled by nvcc,
-//! once its kernels exist; user code does not change.
+//! Every step runs on Thrust's OpenMP system through the host executor (backend/host/): the
+//! product kernels, one held OpenMP team, Eigen. A CUDA executor will be chosen here, for
+//! translation units compiled by nvcc; user code does not change.
 #pragma once
+#include <dafuse/backend/executor.hpp>
+#include <dafuse/backend/host/executor.hpp>
 #include <dafuse/config.hpp>
 #include <dafuse/core/system.hpp>
 

@@ -11,9 +11,18 @@
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/meta.hpp>
+#include <dafuse/core/rng.hpp>
 #include <dafuse/nn/dense.hpp>
+#include <dafuse/nn/init.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
 
 namespace dafuse::nn {
+
+//! The three modules of a DANN network, as a step and its executor name them.
+enum class dann_module { features, classifier, discriminator };
 
 template <class Features, class Classifier, class Discriminator>
 struct dann_net {
@@ -67,6 +76,35 @@ struct dann_net {
   //! Parameters of G_f and G_y with the padding after each: what a source-only step trains.
   static constexpr index_t task_param_count = discriminator_offset;
   static constexpr index_t param_count = discriminator_offset + discriminator_stack::param_count;
+
+  //! Module M's layer stack.
+  template <dann_module M>
+  using stack = std::conditional_t<
+      M == dann_module::features,
+      feature_stack,
+      std::conditional_t<M == dann_module::classifier, classifier_stack, discriminator_stack>>;
+  //! First parameter of module M in the flat buffer.
+  template <dann_module M>
+  static constexpr index_t offset = M == dann_module::features     ? features_offset
+                                    : M == dann_module::classifier ? classifier_offset
+                                                                   : discriminator_offset;
 };
+
+template <class T>
+struct is_dann_net : std::false_type {};
+template <class F, class Y, class D>
+struct is_dann_net<dann_net<F, Y, D>> : std::true_type {};
+
+//! Draws a network's initial parameters from `seed` into `params` ([Net::param_count], host
+//! memory): G_f, then G_y, then G_d, from one stream, with the padding between modules zero.
+//! Every execution initialises through here, so equal seeds give equal weights.
+template <class Net, class T>
+void initialize_parameters(T* params, std::uint64_t seed, weight_init init) {
+  std::fill_n(params, Net::param_count, T(0));
+  counter_rng rng(seed, rng_stream::init);
+  initialize<typename Net::feature_stack>(params + Net::features_offset, rng, init);
+  initialize<typename Net::classifier_stack>(params + Net::classifier_offset, rng, init);
+  initialize<typename Net::discriminator_stack>(params + Net::discriminator_offset, rng, init);
+}
 
 }  // namespace dafuse::nn

@@ -53,6 +53,7 @@
 #include <dafuse/backend/host/gemm.hpp>
 #include <dafuse/backend/host/products.hpp>
 #include <dafuse/backend/host/sparse.hpp>
+#include <dafuse/backend/host/sparse_checks.hpp>
 #include <dafuse/backend/host/update.hpp>
 #include <dafuse/backend/select.hpp>
 #include <dafuse/core/buffer.hpp>
@@ -71,6 +72,7 @@
 #include <dafuse/policy/optim.hpp>
 #include <dafuse/policy/precision.hpp>
 #include <dafuse/policy/schedule.hpp>
+#include <dafuse/step/step_types.hpp>
 #include <dafuse/step/train_step.hpp>
 
 #include <Eigen/Core>
@@ -165,71 +167,32 @@ template <class Net,
           class Head,
           class Optim,
           class System = backend::default_system>
-class eager_step {
-  // The contract of each slot, checked where the user wrote the alias.
-  static_assert(detail::is_dann_net<Net>::value,
-                "dafuse: eager_step's 1st argument must be the network, e.g. "
-                "dann_net<features, classifier, discriminator>; the order is <Net, Loader, "
-                "Precision, Clip, Head, Optim>");
-  static_assert(loader_policy<Loader>,
-                "dafuse: eager_step's 2nd argument must be a loader policy such as loader::sync "
-                "or loader::resident; the order is <Net, Loader, Precision, Clip, Head, Optim>");
-  static_assert(precision_policy<Precision>,
-                "dafuse: eager_step's 3rd argument must be a precision policy such as "
-                "precision::fp32 or precision::fp64; the order is <Net, Loader, Precision, Clip, "
-                "Head, Optim>");
+class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> {
+  using types = step_types<Net, Loader, Precision, Clip, Head, Optim>;
   static_assert(detail::eager_precision<Precision>(),
                 "dafuse: eager_step runs precision::fp32 and precision::fp64 only (eager mixed "
                 "precision and loss scaling are out of scope); compare bf16/fp16 with train_step "
                 "alone, or run the eager baseline in fp32");
-  static_assert(clip_policy<Clip>,
-                "dafuse: eager_step's 4th argument must be a clip policy such as clip::none or "
-                "clip::global_norm; the order is <Net, Loader, Precision, Clip, Head, Optim>");
-  static_assert(head_policy<Head>,
-                "dafuse: eager_step's 5th argument must be a head policy such as "
-                "head::dann<schedule::ganin> or head::source_only<>; the order is <Net, Loader, "
-                "Precision, Clip, Head, Optim>");
-  static_assert(optim_policy<Optim>,
-                "dafuse: eager_step's 6th argument must be an optimizer policy such as "
-                "optim::sgd; the order is <Net, Loader, Precision, Clip, Head, Optim>");
   static_assert(System::host_accessible,
-                "dafuse: the host backend needs a host-accessible system (system::omp or "
-                "system::cpp)");
+                "dafuse: eager_step runs on the host backend only (system::omp or system::cpp)");
 
  public:
-  using net_type = Net;                                         //!< the network
-  using loader_type = Loader;                                   //!< how batches arrive
-  using precision_type = Precision;                             //!< number formats
-  using clip_type = Clip;                                       //!< gradient clipping
-  using head_type = Head;                                       //!< adversarial head
-  using optim_type = Optim;                                     //!< optimizer
-  using system_type = System;                                   //!< where memory lives
-  using schedule_type = typename Head::schedule_type;           //!< λ and lr schedule
-  using value_type = typename Precision::master_type;           //!< parameters and activations
-  using accumulate_type = typename Precision::accumulate_type;  //!< sums
-  using loss_scale_type = typename Precision::loss_scale_type;  //!< loss_scale::none
-  //! The format every stored value has: the master type's (fp32 or fp64).
-  static constexpr number_format compute_format = Precision::compute_format;
-  static constexpr bool mixed = false;  //!< never a 16-bit compute format
-  using arguments = fit_args;           //!< run-time values
+  using system_type = System;  //!< where memory lives
+  using typename types::classifier_stack;
+  using typename types::discriminator_stack;
+  using typename types::feature_stack;
+  using typename types::schedule_type;
+  using typename types::value_type;
+  using types::adversarial;
+  using types::can_implement;  //!< train_step's run-time checks: both accept the same arguments
+  using types::class_count;
+  using types::compute_format;
+  using types::feature_width;
+  using types::input_width;
+  using types::sparse_input;
+  using types::trained_param_count;
   //! The fused step with the same arguments: the one this step's results match.
   using fused_type = train_step<Net, Loader, Precision, Clip, Head, Optim, System>;
-  using feature_stack = typename Net::feature_stack;
-  using classifier_stack = typename Net::classifier_stack;
-  using discriminator_stack = typename Net::discriminator_stack;
-
-  static constexpr bool adversarial = Head::adversarial;  //!< runs G_d on target rows
-  static constexpr index_t input_width = Net::input_width;
-  //! The batch is sparse (G_f is an nn::sparse_input module): fill sparse_batch(), not input().
-  static constexpr bool sparse_input = Net::sparse_input;
-  static constexpr index_t class_count = Net::class_count;
-  static constexpr index_t feature_width = Net::feature_width;  //!< width of G_f's output h
-  //! Parameters this step trains: all of them with an adversarial head, G_f + G_y without.
-  static constexpr index_t trained_param_count =
-      adversarial ? Net::param_count : Net::task_param_count;
-
-  //! train_step's run-time checks, word for word: both steps accept the same arguments.
-  static status can_implement(const fit_args& a) { return fused_type::can_implement(a); }
 
   //! Sizes and allocates every buffer once, and initialises the parameters from args.seed exactly
   //! as train_step does.
@@ -281,10 +244,10 @@ class eager_step {
     initialize_parameters(args_.seed);
   }
 
-  //! Draws fresh parameters from `seed` (detail::initialize_network, as train_step) and clears the
+  //! Draws fresh parameters from `seed` (nn::initialize_parameters, as train_step) and clears the
   //! optimizer state and step count.
   void initialize_parameters(std::uint64_t seed) {
-    detail::initialize_network<Net>(params_.data(), seed, args_.init);
+    nn::initialize_parameters<Net>(params_.data(), seed, args_.init);
     optim_state_.fill(value_type(0));
     step_index_ = 0;
   }
@@ -387,8 +350,8 @@ class eager_step {
     const index_t rows = feature_rows();
     const std::int32_t* offsets = sparse_offsets_.data();
     const std::int32_t* indices = sparse_indices_.data();
-    detail::check_sparse_offsets("eager_step", offsets, rows, sparse_values_.size());
-    detail::check_sparse_indices("eager_step", indices, offsets[rows], input_width);
+    backend::host::check_sparse_offsets("eager_step", offsets, rows, sparse_values_.size());
+    backend::host::check_sparse_indices("eager_step", indices, offsets[rows], input_width);
     return {offsets, indices, sparse_values_.data(), input_width, rows};
   }
 

@@ -1,0 +1,561 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file backend/host/executor.hpp
+//! @brief The host executor: runs a step's phases on Thrust's OpenMP or CPP system with the host
+//! product kernels, one held OpenMP team, and every buffer sized once.
+//!
+//! Mixed precision (policy/precision.hpp): the batch, a working copy of the weights, every layer
+//! output, every δ and every parameter gradient are rounded to the 16-bit format as they are
+//! written (where the bf16 kernel rounds its operands itself, only the biases of that copy are:
+//! its products read the master weights). The loss scale S enters through the losses' gradients
+//! and nowhere else; the gradients' squared norms are accumulated as the gradients are written.
+#pragma once
+#include <dafuse/backend/executor.hpp>
+#include <dafuse/backend/host/dense.hpp>
+#include <dafuse/backend/host/loss.hpp>
+#include <dafuse/backend/host/products.hpp>
+#include <dafuse/backend/host/sparse.hpp>
+#include <dafuse/backend/host/sparse_checks.hpp>
+#include <dafuse/backend/host/team.hpp>
+#include <dafuse/backend/host/update.hpp>
+#include <dafuse/config.hpp>
+#include <dafuse/core/buffer.hpp>
+#include <dafuse/core/error.hpp>
+#include <dafuse/core/meta.hpp>
+#include <dafuse/core/system.hpp>
+#include <dafuse/nn/dann_net.hpp>
+#include <dafuse/nn/init.hpp>
+#include <dafuse/nn/loss.hpp>
+#include <dafuse/policy/arguments.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace dafuse::backend {
+
+//! A system whose memory the host reads and writes directly: Thrust's OpenMP and CPP systems.
+template <class System>
+concept host_system = System::host_accessible;
+
+template <class System, class Step>
+requires host_system<System>
+class executor<System, Step> {
+ public:
+  using net_type = typename Step::net_type;
+  using optim_type = typename Step::optim_type;
+  using value_type = typename Step::value_type;
+  using module = nn::dann_module;
+  static constexpr index_t input_width = Step::input_width;
+  static constexpr bool sparse_input = Step::sparse_input;
+  static constexpr index_t class_count = Step::class_count;
+  static constexpr index_t feature_width = Step::feature_width;
+
+ private:
+  using Net = net_type;
+  using Optim = optim_type;
+  using feature_stack = typename Net::feature_stack;
+  using classifier_stack = typename Net::classifier_stack;
+  using discriminator_stack = typename Net::discriminator_stack;
+  static constexpr bool mixed = Step::mixed;
+  static constexpr bool adversarial = Step::adversarial;
+  template <class Stack>
+  using stack_scratch = host::stack_scratch<Stack, value_type>;
+  using products_type = host::products_for<Step::compute_format, value_type>;
+
+ public:
+  //! Sizes and allocates every buffer once for args.batch and args.eval_chunk; the parameters
+  //! are left for initialize().
+  explicit executor(const fit_args& args)
+      : args_(args), batch_(args.batch), rows_(Step::rows_for(args.batch)) {
+    const index_t b = batch_, rows = rows_;
+    params_ = buffer<value_type, System>(Net::param_count, value_type(0));
+    if constexpr (mixed)
+      working_params_ = buffer<value_type, System>(Net::param_count, value_type(0));
+    grads_ = buffer<value_type, System>(Net::param_count, value_type(0));
+    optim_state_ =
+        buffer<value_type, System>(Net::param_count * Optim::state_per_param, value_type(0));
+    if constexpr (sparse_input) {
+      // Room for the densest possible batch, so no batch can ever need more (5 MB for the
+      // Amazon reviews' 5000 features and 128 rows).
+      sparse_offsets_ = buffer<std::int32_t, System>(rows + 1, 0);
+      sparse_indices_ = buffer<std::int32_t, System>(input_width * rows);
+      sparse_values_ = buffer<value_type, System>(input_width * rows);
+      used_features_ = buffer<std::int32_t, System>(input_width);
+      previous_used_features_ = buffer<std::int32_t, System>(input_width);
+      feature_marks_ = buffer<std::uint8_t, System>(input_width, 0);
+      // On several threads the batch is dealt among them by feature, and each runs the first
+      // layer's products on its own columns of W (backend/host/sparse.hpp).
+      if (const int threads = std::min(host::available_threads(), 64);
+          std::is_same_v<System, system::omp> && threads > 1) {
+        constexpr index_t out = feature_stack::template layer<0>::out;
+        feature_parts_ = host::sparse_feature_parts<value_type>(
+            input_width, out, rows, input_width * rows, threads,
+            host::sparse_deal_block<value_type>(input_width, out, threads));
+      }
+    } else {
+      input_ = buffer<value_type, System>(input_width * rows);
+    }
+    labels_ = buffer<std::int32_t, System>(b, 0);
+    const index_t chunk = args.eval_chunk;
+    workspace_ = buffer<value_type, System>(
+        stack_scratch<feature_stack>::elements(rows) +
+        stack_scratch<classifier_stack>::elements(b) +
+        (adversarial ? stack_scratch<discriminator_stack>::elements(rows) : 0) +
+        (sparse_input ? 0 : input_width * chunk) +
+        stack_scratch<feature_stack>::elements(chunk, false) +
+        stack_scratch<classifier_stack>::elements(chunk, false));
+    value_type* cursor = workspace_.data();
+    auto carve = [&](index_t n) {
+      value_type* p = cursor;
+      cursor += n;
+      return p;
+    };
+    features_ = {carve(stack_scratch<feature_stack>::elements(rows)), rows};
+    classifier_ = {carve(stack_scratch<classifier_stack>::elements(b)), b};
+    if constexpr (adversarial)
+      discriminator_ = {carve(stack_scratch<discriminator_stack>::elements(rows)), rows};
+    eval_input_ = {carve(sparse_input ? 0 : input_width * chunk), input_width, chunk};
+    eval_features_ = {carve(stack_scratch<feature_stack>::elements(chunk, false)), chunk, false};
+    eval_classifier_ = {carve(stack_scratch<classifier_stack>::elements(chunk, false)), chunk,
+                        false};
+    // One set of GEMM packing buffers for the largest product of the step.
+    const index_t widest = std::max({feature_stack::max_width, classifier_stack::max_width,
+                                     discriminator_stack::max_width, input_width});
+    const index_t longest = std::max(rows, chunk);
+    gemm_ = products_type(widest, std::max(widest, longest), std::max(widest, longest));
+    // Partial sums for the forward products that layer_split divides by W's columns: [out, rows]
+    // per extra thread. (Evaluation chunks wider than a batch keep the split by rows.)
+    gemm_.reserve_partial_sums(widest * rows);
+    std::size_t next = 0;
+    add_weight_blocks<feature_stack>(Net::features_offset, rows, next);
+    add_weight_blocks<classifier_stack>(Net::classifier_offset, b, next);
+    add_weight_blocks<discriminator_stack>(Net::discriminator_offset, rows, next);
+    holds_team_ = std::is_same_v<System, system::omp> &&
+                  std::any_of(weight_blocks_.begin(), weight_blocks_.end(),
+                              [](const auto& w) { return w.split.threads > 1; });
+  }
+
+  //! Draws fresh parameters from `seed` (nn::initialize_parameters) and zeroes the optimizer
+  //! state.
+  void initialize(std::uint64_t seed, nn::weight_init init) {
+    nn::initialize_parameters<Net>(params_.data(), seed, init);
+    optim_state_.fill(value_type(0));
+  }
+
+  // ---- Where the loader writes -------------------------------------------------------------
+
+  //! The dense batch: [input_width, rows], source columns first.
+  matrix_view<value_type> input() requires(!sparse_input) {
+    return input_.matrix(input_width, rows_);
+  }
+  //! The sparse batch's CSR arrays, with room for the densest batch.
+  sparse_batch_slots<value_type> sparse_batch() requires sparse_input {
+    return {{sparse_offsets_.data(), std::size_t(rows_ + 1)},
+            {sparse_indices_.data(), sparse_indices_.size()},
+            {sparse_values_.data(), sparse_values_.size()}};
+  }
+  //! The source rows' class labels: [B].
+  std::span<std::int32_t> source_labels() { return {labels_.data(), labels_.size()}; }
+
+  // ---- State ------------------------------------------------------------------------------
+
+  std::span<value_type> parameters() { return {params_.data(), params_.size()}; }
+  std::span<const value_type> parameters() const { return {params_.data(), params_.size()}; }
+  std::span<const value_type> gradients() const { return {grads_.data(), grads_.size()}; }
+  std::span<value_type> optimizer_state() { return {optim_state_.data(), optim_state_.size()}; }
+  std::span<const value_type> optimizer_state() const {
+    return {optim_state_.data(), optim_state_.size()};
+  }
+  //! Bytes of every buffer the executor owns (not the GEMM packing buffers).
+  std::size_t memory_bytes() const {
+    const auto bytes = [](const auto& b) { return b.size() * sizeof(*b.data()); };
+    return bytes(params_) + bytes(working_params_) + bytes(grads_) + bytes(optim_state_) +
+           bytes(input_) + bytes(sparse_offsets_) + bytes(sparse_indices_) + bytes(sparse_values_) +
+           bytes(used_features_) + bytes(previous_used_features_) + bytes(feature_marks_) +
+           bytes(labels_) + bytes(workspace_) + feature_parts_.memory_bytes();
+  }
+
+  // ---- Phases -----------------------------------------------------------------------------
+
+  //! Runs phases() on the calling thread, with one OpenMP team held for it when some product
+  //! splits among threads (backend/host/team.hpp); a step that splits nothing would pay for it.
+  template <class Phases>
+  void run(Phases&& phases) {
+    host::with_thread_team(holds_team_, std::forward<Phases>(phases));
+  }
+
+  //! Checks the batch and readies it: a dense batch is rounded to the compute format; a sparse
+  //! one is listed (or dealt among the threads) by feature, and the first layer's weight
+  //! gradient is cleared where the previous batch wrote it.
+  void prepare_batch() {
+    if constexpr (sparse_input) {
+      if (dealt())
+        dealt_batch_ = deal_sparse_batch();
+      else
+        listed_batch_ = prepare_sparse_batch();
+    } else if constexpr (mixed) {
+      // A sparse batch's values are rounded as the first layer reads them; a dense one here.
+      round_in_place(input().data, input_width * rows_);
+    }
+  }
+
+  //! Readies the weights the products read (mixed precision: the rounded working copy).
+  void prepare_weights() {
+    p_ = working_parameters();
+    w_ = product_weights(p_);
+  }
+
+  //! Module M's forward: G_f on the batch, G_y on the B source columns of h, G_d on all of h.
+  template <module M>
+  void forward() {
+    using stack = typename Net::template stack<M>;
+    constexpr index_t at = Net::template offset<M>;
+    if constexpr (M == module::features)
+      with_batch(
+          [&](const auto& x) { host::forward<stack>(p_ + at, x, features_, gemm_, w_ + at); });
+    else
+      host::forward<stack>(p_ + at, module_input<M>(), scratch<M>(), gemm_, w_ + at);
+  }
+
+  //! Module M's backward from the gradient its output holds: writes ∂L/∂θ_M and returns its
+  //! squared norm; G_y and G_d write (or, with `accumulate`, add) input_scale · their input
+  //! gradient into δh's columns that they read.
+  template <module M>
+  double backward(double input_scale, bool accumulate) {
+    using stack = typename Net::template stack<M>;
+    constexpr index_t at = Net::template offset<M>;
+    value_type* g = grads_.data();
+    if constexpr (M == module::features) {
+      double sq = 0;
+      with_batch([&](const auto& x) {
+        sq = host::backward<stack>(p_ + at, g + at, x, features_, gemm_, {}, value_type(1), false,
+                                   w_ + at);
+      });
+      return sq;
+    } else {
+      const auto& s = scratch<M>();
+      return host::backward<stack>(p_ + at, g + at, module_input<M>(), s, gemm_,
+                                   features_.output_gradient().middle_cols(0, s.cols),
+                                   value_type(input_scale), accumulate, w_ + at);
+    }
+  }
+
+  //! Mean softmax cross-entropy of G_y's logits over the B source columns; writes their gradient
+  //! δz = S/B · (softmax(z) − onehot(y)), the loss scale S entering here and nowhere else.
+  double label_loss(double loss_scale) {
+    const index_t b = batch_;
+    const matrix_view<value_type> z = classifier_.output();
+    const matrix_view<value_type> dz = classifier_.output_gradient();
+    const std::int32_t* y = labels_.data();
+    const value_type scale = value_type(loss_scale / double(b));
+    for (index_t c = 0; c < b; ++c)
+      if (y[c] < 0 || y[c] >= class_count)
+        fail("train_step", "source_labels()[" + std::to_string(c) + "]",
+             "a class in [0, " + std::to_string(class_count) + ")", std::to_string(y[c]));
+    return host::softmax_cross_entropy(z.data, class_count, b, y, scale, dz.data) / double(b);
+  }
+
+  //! Mean BCE of G_d's logit over all rows (the B source rows 0, the rest 1); writes its gradient
+  //! S/R · (σ(z) − t), and counts the logits on the right side of 0 in the same pass.
+  domain_loss_result domain_loss(double loss_scale) requires adversarial {
+    const index_t rows = rows_;
+    const value_type* z = discriminator_.output().data;
+    value_type* dz = discriminator_.output_gradient().data;
+    const value_type scale = value_type(loss_scale / double(rows));
+    index_t right = 0;
+    const double sum = host::binary_cross_entropy_with_logits(z, rows, batch_, scale, dz, right);
+    return {sum / double(rows), double(right) / double(rows)};
+  }
+
+  //! One pass over the parameters: each module's gradients are multiplied by its scale and
+  //! clamped to ±clip_limit, then its optimizer rule runs with its learning rate. Each thread
+  //! updates the weights whose gradients it wrote; a sparse step on one thread runs no parallel
+  //! region before its update and keeps it on that thread.
+  void update(const std::array<module_update, 3>& modules, double clip_limit, index_t step_index) {
+    using region = host::update_region<Optim, value_type>;
+    std::array<region, 3> regions;
+    for (std::size_t m = 0; m < modules.size(); ++m)
+      regions[m] = region{modules[m].begin, modules[m].end, value_type(modules[m].scale),
+                          Optim::template make<value_type>(args_, modules[m].lr, step_index)};
+    host::update_parameters<Optim, System>(params_.data(), grads_.data(), optim_state_.data(),
+                                           Net::param_count, regions, clip_limit,
+                                           !sparse_input || dealt(), weight_blocks_);
+  }
+
+  // ---- Inference --------------------------------------------------------------------------
+
+  //! G_f and G_y on `n` rows stored row-major at `rows` ([n, input_width]), in chunks of
+  //! eval_chunk samples; writes what `out` asks for.
+  template <class In>
+  void infer(const In* rows, index_t n, inference out) requires(!sparse_input) {
+    const value_type* p = working_parameters();
+    for (index_t first = 0; first < n; first += eval_input_.cols) {
+      const index_t count = std::min(eval_input_.cols, n - first);
+      const In* src = rows + first * input_width;
+      value_type* dst = eval_input_.data;
+      for (index_t k = 0; k < count * input_width; ++k)
+        dst[k] = products_type::round(value_type(src[k]));
+      infer_chunk(p, matrix_view<const value_type>{dst, input_width, count}, first, out);
+    }
+  }
+
+  //! The same for the samples of a sparse matrix: `rows` is [input_width, n], one sample a column.
+  void infer(sparse_matrix_view<const value_type> rows, inference out) requires sparse_input {
+    if (rows.rows != input_width)
+      fail("train_step::infer", "sparse rows", std::to_string(input_width) + " features",
+           std::to_string(rows.rows));
+    const value_type* p = working_parameters();
+    for (index_t first = 0; first < rows.cols; first += eval_features_.cols) {
+      const index_t count = std::min(eval_features_.cols, rows.cols - first);
+      const index_t begin = rows.col_begin(first);
+      const sparse_matrix_view<const value_type> x{rows.offsets + first, rows.indices + begin,
+                                                   rows.values + begin, input_width, count};
+      infer_chunk(p, x, first, out);
+    }
+  }
+
+ private:
+  // Module M's scratch (G_y or G_d).
+  template <module M>
+  const stack_scratch<typename Net::template stack<M>>& scratch() const {
+    if constexpr (M == module::classifier)
+      return classifier_;
+    else
+      return discriminator_;
+  }
+  // What module M (G_y or G_d) reads: the leading columns of h its scratch is sized for.
+  template <module M>
+  matrix_view<const value_type> module_input() const {
+    return matrix_view<const value_type>(features_.output().middle_cols(0, scratch<M>().cols));
+  }
+
+  // Calls f with the prepared batch: a dense view, a listed sparse view or a dealt one.
+  template <class F>
+  void with_batch(F&& f) {
+    if constexpr (sparse_input) {
+      if (dealt())
+        f(dealt_batch_);
+      else
+        f(listed_batch_);
+    } else {
+      f(matrix_view<const value_type>(input()));
+    }
+  }
+
+  static void round_in_place(value_type* v, index_t n) {
+    for (index_t i = 0; i < n; ++i) v[i] = products_type::round(v[i]);
+  }
+
+  // Whether the products read the weights from the master copy: a mixed-precision step whose
+  // product kernel rounds its operands as it packs them (bf16 on AVX512-BF16) gets the same
+  // products from the master weights as from a rounded copy, so only the biases need one. (A
+  // sparse first layer's product reads W's columns itself, unrounded: it keeps the copy.)
+  static constexpr bool products_read_master = [] {
+    if constexpr (mixed)
+      return products_type::rounds_operands && !sparse_input;
+    else
+      return true;
+  }();
+
+  // The parameters as the step computes with them: the master copy itself, or (mixed precision)
+  // a copy rounded to the compute format, refreshed from the master copy on every call (users may
+  // have written parameters() since the last step) — only its biases when products_read_master.
+  // The products read their weights at product_weights(): the master copy or this one.
+  const value_type* working_parameters() {
+    if constexpr (!mixed) {
+      return params_.data();
+    } else {
+      const value_type* master = params_.data();
+      value_type* working = working_params_.data();
+      const auto round_range = [&](index_t first, index_t last) {
+        for (index_t i = first; i < last; ++i) working[i] = products_type::round(master[i]);
+      };
+      if constexpr (products_read_master) {
+        round_biases<feature_stack>(Net::features_offset, round_range);
+        round_biases<classifier_stack>(Net::classifier_offset, round_range);
+        round_biases<discriminator_stack>(Net::discriminator_offset, round_range);
+      } else if (dealt()) {
+        // Each thread rounds the weights its part of the sparse layer reads, as the update.
+        host::run_on_team(feature_parts_.parts(), [&](int t, int team, auto&&) {
+          host::for_each_owned_run(weight_blocks_, 0, Net::param_count, t, team, round_range);
+        });
+      } else {
+        // As memory-bound as the update, and as large: split among the threads in equal slices (a
+        // sparse step on one thread keeps it there, as its update).
+        host::for_each_slice<System, value_type>(0, Net::param_count, round_range, !sparse_input);
+      }
+      return working;
+    }
+  }
+  // Where the products read the weights, given working_parameters()' result.
+  const value_type* product_weights(const value_type* working) const {
+    return products_read_master ? params_.data() : working;
+  }
+  // Runs round_range(first, last) over each bias of `Stack`, whose parameters start at `offset`.
+  template <class Stack, class F>
+  static void round_biases(index_t offset, const F& round_range) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((round_range(
+           offset + Stack::template param_offset<I>() + Stack::template layer<I>::weight_count,
+           offset + Stack::template param_offset<I>() + Stack::template layer<I>::weight_count +
+               Stack::template layer<I>::out)),
+       ...);
+    }
+    (std::make_index_sequence<Stack::depth>{});
+  }
+
+  // G_f and G_y on the x.cols samples of one evaluation chunk; writes `out` from sample `first`.
+  template <class Input>
+  void infer_chunk(const value_type* p, const Input& x, index_t first, const inference& out) {
+    const auto f = eval_features_.leading(x.cols);
+    const auto y = eval_classifier_.leading(x.cols);
+    const value_type* w = product_weights(p);
+    host::forward<feature_stack>(p + Net::features_offset, x, f, gemm_, w + Net::features_offset);
+    const matrix_view<value_type> h = f.output();
+    host::forward<classifier_stack>(p + Net::classifier_offset, matrix_view<const value_type>(h), y,
+                                    gemm_, w + Net::classifier_offset);
+    const matrix_view<value_type> logits = y.output();
+    for (index_t c = 0; c < x.cols; ++c) {
+      const value_type* z = &logits(0, c);
+      if (out.classes) out.classes[first + c] = nn::argmax(z, class_count);
+      if (out.probabilities)
+        nn::softmax(z, class_count, out.probabilities + (first + c) * class_count);
+      if (out.features)
+        std::copy_n(&h(0, c), feature_width, out.features + (first + c) * feature_width);
+    }
+  }
+
+  // Checks the sparse batch, lists the features it uses, and clears the first layer's weight
+  // gradient where the previous batch wrote it: the sparse weight gradient writes only the
+  // columns of used features and needs zeros there; every other column stays zero.
+  sparse_matrix_view<const value_type> prepare_sparse_batch() {
+    const index_t rows = rows_;
+    const std::int32_t* offsets = sparse_offsets_.data();
+    const std::int32_t* indices = sparse_indices_.data();
+    host::check_sparse_offsets("train_step", offsets, rows, sparse_values_.size());
+    constexpr index_t out = feature_stack::template layer<0>::out;
+    value_type* dw = grads_.data() + Net::features_offset;  // layer 0's weights come first
+    std::swap(used_features_, previous_used_features_);
+    for (index_t k = 0; k < used_count_; ++k)
+      std::fill_n(dw + index_t(previous_used_features_.data()[k]) * out, out, value_type(0));
+    std::uint8_t* marks = feature_marks_.data();
+    std::int32_t* used = used_features_.data();
+    used_count_ = 0;
+    for (index_t k = 0, nnz = offsets[rows]; k < nnz; ++k) {
+      const std::int32_t j = indices[k];
+      if (j < 0 || j >= input_width) {
+        for (index_t u = 0; u < used_count_; ++u) marks[used[u]] = 0;
+        used_count_ = 0;
+        host::fail_sparse_index("train_step", k, j, input_width);
+      }
+      if (!marks[j]) {
+        marks[j] = 1;
+        used[used_count_++] = j;
+      }
+    }
+    for (index_t u = 0; u < used_count_; ++u) marks[used[u]] = 0;
+    sparse_matrix_view<const value_type> x{offsets, indices, sparse_values_.data(), input_width,
+                                           rows};
+    x.used_rows = used;
+    x.used_count = used_count_;
+    return x;
+  }
+
+  // Whether the sparse batch is dealt among threads by feature (sparse_feature_parts).
+  bool dealt() const { return feature_parts_.parts() > 1; }
+
+  // The same checks, then the batch dealt among the threads by feature; each thread first clears
+  // its columns of the weight gradient that the previous batch wrote.
+  host::dealt_sparse_batch<value_type> deal_sparse_batch() {
+    const index_t rows = rows_;
+    const std::int32_t* offsets = sparse_offsets_.data();
+    const std::int32_t* indices = sparse_indices_.data();
+    host::check_sparse_offsets("train_step", offsets, rows, sparse_values_.size());
+    host::check_sparse_indices("train_step", indices, offsets[rows], input_width);
+    constexpr index_t out = feature_stack::template layer<0>::out;
+    value_type* dw = grads_.data() + Net::features_offset;  // layer 0's weights come first
+    return feature_parts_.deal(
+        sparse_matrix_view<const value_type>{offsets, indices, sparse_values_.data(), input_width,
+                                             rows},
+        [dw](index_t j) { std::fill_n(dw + j * out, out, value_type(0)); });
+  }
+
+  //! Records the weight matrices of `Stack`, whose parameters start at `offset`, from
+  //! weight_blocks_[next] on: ∂L/∂W = δz·xᵀ is a [out, in] product over `columns` samples.
+  template <class Stack>
+  void add_weight_blocks(index_t offset, index_t columns, std::size_t& next) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (
+          [&] {
+            using layer = typename Stack::template layer<I>;
+            const index_t begin = offset + Stack::template param_offset<I>();
+            if constexpr (I == 0 && sparse_input) {
+              // Dealt by feature among the parts, or one thread's.
+              const int parts = feature_parts_.parts();
+              weight_blocks_[next++] = {
+                  begin, layer::out, layer::in,
+                  parts > 1 ? host::detail::product_split{host::split_along::columns, parts,
+                                                          layer::in, feature_parts_.block()}
+                            : host::detail::product_split::one_thread(layer::out, layer::in),
+                  parts > 1 ? feature_parts_.block() : 0};
+            } else {
+              weight_blocks_[next++] = {
+                  begin, layer::out, layer::in,
+                  gemm_.split_layer(layer::out, layer::in, columns).weight_gradient};
+            }
+          }(),
+          ...);
+    }
+    (std::make_index_sequence<Stack::depth>{});
+  }
+
+  fit_args args_;
+  index_t batch_;                      // B
+  index_t rows_;                       // rows per batch: B source, then B target with target rows
+  buffer<value_type, System> params_;  // [param_count]: G_f, G_y, G_d
+  // Mixed precision: params_ rounded (only its biases are written when products_read_master),
+  // else empty.
+  buffer<value_type, System> working_params_;
+  buffer<value_type, System> grads_;        // [param_count], same layout
+  buffer<value_type, System> optim_state_;  // [state_per_param · param_count]
+  buffer<value_type, System> input_;        // [input_width, rows] (dense input)
+  // A sparse batch (sparse_input): CSR offsets, feature indices and values, room for the densest.
+  buffer<std::int32_t, System> sparse_offsets_, sparse_indices_;
+  buffer<value_type, System> sparse_values_;
+  // Features the current and the previous sparse batch use, and a mark per feature (all 0
+  // between calls) to list them without duplicates.
+  buffer<std::int32_t, System> used_features_, previous_used_features_;
+  buffer<std::uint8_t, System> feature_marks_;
+  index_t used_count_ = 0;
+  // The batch dealt among the threads by feature: a sparse step with more than one thread.
+  host::sparse_feature_parts<value_type> feature_parts_;
+  // The prepared sparse batch: listed on one thread, or dealt.
+  sparse_matrix_view<const value_type> listed_batch_{};
+  host::dealt_sparse_batch<value_type> dealt_batch_{};
+  buffer<std::int32_t, System> labels_;   // [B]
+  buffer<value_type, System> workspace_;  // every scratch below, carved once
+  stack_scratch<feature_stack> features_;
+  stack_scratch<classifier_stack> classifier_;
+  stack_scratch<discriminator_stack> discriminator_;
+  matrix_view<value_type> eval_input_;
+  stack_scratch<feature_stack> eval_features_;
+  stack_scratch<classifier_stack> eval_classifier_;
+  products_type gemm_;
+  // Every weight matrix, in parameter order, and how gemm_ splits the product that writes its
+  // gradient (the update follows it; a sparse first layer's gradient is one thread's).
+  std::array<host::weight_block,
+             feature_stack::depth + classifier_stack::depth + discriminator_stack::depth>
+      weight_blocks_{};
+  bool holds_team_ = false;
+  // The weights of the current step (prepare_weights): what the products compute with, and
+  // where they read their weight matrices.
+  const value_type* p_ = nullptr;
+  const value_type* w_ = nullptr;
+};
+
+}  // namespace dafuse::backend

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file step/step_types.hpp
+//! @brief `step_types`: a step's slot contracts, the types and sizes its policies derive, its
+//! run-time checks and its report — what train_step, eager_step and every executor share.
+#pragma once
+#include <dafuse/config.hpp>
+#include <dafuse/core/half.hpp>
+#include <dafuse/core/meta.hpp>
+#include <dafuse/nn/dann_net.hpp>
+#include <dafuse/policy/arguments.hpp>
+#include <dafuse/policy/clip.hpp>
+#include <dafuse/policy/head.hpp>
+#include <dafuse/policy/loader.hpp>
+#include <dafuse/policy/optim.hpp>
+#include <dafuse/policy/precision.hpp>
+#include <dafuse/policy/schedule.hpp>
+
+#include <cmath>
+#include <string>
+
+namespace dafuse {
+
+//! What one step reports: its losses before the update, the gradient norm before clipping, and
+//! the scheduled values it used.
+struct step_report {
+  double label_loss = 0;      //!< L_y: mean softmax cross-entropy over the source rows
+  double domain_loss = 0;     //!< L_d: mean BCE over source and target rows (0 without G_d)
+  double grad_norm = 0;       //!< ‖∂L/∂θ‖ over all trained parameters, before clipping
+  double task_grad_norm = 0;  //!< the same over G_f and G_y
+  double discriminator_grad_norm = 0;  //!< the same over G_d (0 without it)
+  //! Fraction of the 2B rows G_d puts on the right side of 0 (source < 0 < target) before the
+  //! update: ½ means the features fool it, 1 that the domains are apart (0 without G_d).
+  double domain_accuracy = 0;
+  bool skipped = false;   //!< no update: the gradients were not finite (parameters untouched)
+  double lambda = 0;      //!< λ of the reversal this step
+  double lr = 0;          //!< learning rate this step
+  double loss_scale = 1;  //!< S the loss was scaled by this step (1 without a loss scaler)
+};
+
+//! The slots of a step <Net, Loader, Precision, Clip, Head, Optim>, checked where the user wrote
+//! the alias, and what they derive. train_step and eager_step derive from it; executors read it.
+template <class Net, class Loader, class Precision, class Clip, class Head, class Optim>
+struct step_types {
+  static_assert(nn::is_dann_net<Net>::value,
+                "dafuse: train_step's 1st argument must be the network, e.g. "
+                "dann_net<features, classifier, discriminator>; the order is <Net, Loader, "
+                "Precision, Clip, Head, Optim>");
+  static_assert(loader_policy<Loader>,
+                "dafuse: train_step's 2nd argument must be a loader policy such as loader::sync "
+                "or loader::resident; the order is <Net, Loader, Precision, Clip, Head, Optim>");
+  static_assert(precision_policy<Precision>,
+                "dafuse: train_step's 3rd argument must be a precision policy such as "
+                "precision::fp32 or precision::bf16; the order is <Net, Loader, Precision, Clip, "
+                "Head, Optim>");
+  static_assert(clip_policy<Clip>,
+                "dafuse: train_step's 4th argument must be a clip policy such as clip::none or "
+                "clip::global_norm; the order is <Net, Loader, Precision, Clip, Head, Optim>");
+  static_assert(head_policy<Head>,
+                "dafuse: train_step's 5th argument must be a head policy such as "
+                "head::dann<schedule::ganin> or head::source_only<>; the order is <Net, Loader, "
+                "Precision, Clip, Head, Optim>");
+  static_assert(optim_policy<Optim>,
+                "dafuse: train_step's 6th argument must be an optimizer policy such as "
+                "optim::sgd; the order is <Net, Loader, Precision, Clip, Head, Optim>");
+
+  using net_type = Net;                                         //!< the network
+  using loader_type = Loader;                                   //!< how batches arrive
+  using precision_type = Precision;                             //!< number formats
+  using clip_type = Clip;                                       //!< gradient clipping
+  using head_type = Head;                                       //!< adaptation head
+  using optim_type = Optim;                                     //!< optimizer
+  using schedule_type = typename Head::schedule_type;           //!< λ and lr schedule
+  using value_type = typename Precision::master_type;           //!< parameters and activations
+  using accumulate_type = typename Precision::accumulate_type;  //!< sums
+  using loss_scale_type = typename Precision::loss_scale_type;  //!< how S is chosen
+  //! Format every stored value is rounded to (fp32/fp64: none, bf16/fp16: a 16-bit one).
+  static constexpr number_format compute_format = Precision::compute_format;
+  static constexpr bool mixed = is_narrow<compute_format>;  //!< a 16-bit compute format
+  using arguments = fit_args;                               //!< run-time values
+  using feature_stack = typename Net::feature_stack;
+  using classifier_stack = typename Net::classifier_stack;
+  using discriminator_stack = typename Net::discriminator_stack;
+
+  static constexpr bool adversarial = Head::adversarial;  //!< runs G_d on target rows
+  static constexpr index_t input_width = Net::input_width;
+  //! The batch is sparse (G_f is an nn::sparse_input module): fill sparse_batch(), not input().
+  static constexpr bool sparse_input = Net::sparse_input;
+  static constexpr index_t class_count = Net::class_count;
+  static constexpr index_t feature_width = Net::feature_width;  //!< width of G_f's output h
+  //! Parameters this step trains: all of them with an adversarial head, G_f + G_y without.
+  static constexpr index_t trained_param_count =
+      adversarial ? Net::param_count : Net::task_param_count;
+
+  //! Rows a step reads per call for batch B: B source then B target (B without target rows).
+  static constexpr index_t rows_for(index_t batch) { return adversarial ? 2 * batch : batch; }
+
+  //! Run-time checks of every slot's arguments; the message says which field and what to do.
+  static status can_implement(const fit_args& a) {
+    if (a.batch < 1)
+      return {"fit_args.batch: expected at least 1 row per domain, found " +
+              std::to_string(a.batch)};
+    if (a.steps < 1)
+      return {"fit_args.steps: expected at least 1 step, found " + std::to_string(a.steps)};
+    if (!(a.lr > 0) || !std::isfinite(a.lr))
+      return {"fit_args.lr: expected a finite learning rate > 0, found " + std::to_string(a.lr)};
+    for (const float m : {a.lr_mult.features, a.lr_mult.classifier, a.lr_mult.discriminator})
+      if (!(m >= 0) || !std::isfinite(m))
+        return {"fit_args.lr_mult: expected finite multipliers >= 0, found " + std::to_string(m)};
+    if (a.eval_chunk < 1)
+      return {"fit_args.eval_chunk: expected at least 1, found " + std::to_string(a.eval_chunk)};
+    for (const status& s : {Clip::can_implement(a), Head::can_implement(a), Optim::can_implement(a),
+                            loss_scale_type::can_implement(a)})
+      if (!s) return s;
+    return status::ok();
+  }
+};
+
+}  // namespace dafuse
