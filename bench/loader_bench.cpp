@@ -45,7 +45,7 @@ void measure(const char* name,
                           .init = df::nn::weight_init::torch_default};
   step_type step(args);
   df::data::batcher<Loader, typename step_type::system_type> batches(
-      source, target, args.batch, args.seed, step_type::adversarial);
+      source, target, args.batch, args.seed, step_type::draws_target_rows);
   for (int w = 0; w < 20; ++w) {
     batches.fill(step.input(), step.source_labels());
     step.run();

@@ -88,21 +88,21 @@ int main(int argc, char** argv) {
       dw(std::size_t(vocabulary * hidden), 0.0f);
   const df::sparse_matrix_view<const float> xs{m.indptr.data(), m.indices.data(), m.values.data(),
                                                vocabulary, rows};
-  gen::gemm_workspace<float> ws(vocabulary, vocabulary, vocabulary);
-  using identity = gen::gemm_workspace<float>;  // supplies round() = identity
+  host::gemm_workspace<float> ws(vocabulary, vocabulary, vocabulary);
+  using identity = host::gemm_workspace<float>;  // supplies round() = identity
   const timing dense_fw = time_it(reps, [&] {
-    gen::gemm<gen::op::none, gen::op::none>(ws, hidden, rows, vocabulary, 1.0f, w.data(), hidden,
-                                            x.data, vocabulary, 0.0f, y.data(), hidden);
+    host::gemm<host::op::none, host::op::none>(ws, hidden, rows, vocabulary, 1.0f, w.data(), hidden,
+                                               x.data, vocabulary, 0.0f, y.data(), hidden);
   });
   const timing sparse_fw =
-      time_it(reps, [&] { gen::sparse_input_product<identity>(w.data(), hidden, xs, y.data()); });
+      time_it(reps, [&] { host::sparse_input_product<identity>(w.data(), hidden, xs, y.data()); });
   const timing dense_wg = time_it(reps, [&] {
-    gen::gemm<gen::op::none, gen::op::transpose>(ws, hidden, vocabulary, rows, 1.0f, dz.data(),
-                                                 hidden, x.data, vocabulary, 0.0f, dw.data(),
-                                                 hidden);
+    host::gemm<host::op::none, host::op::transpose>(ws, hidden, vocabulary, rows, 1.0f, dz.data(),
+                                                    hidden, x.data, vocabulary, 0.0f, dw.data(),
+                                                    hidden);
   });
   const timing sparse_wg = time_it(
-      reps, [&] { gen::sparse_weight_gradient<identity>(dz.data(), hidden, xs, dw.data()); });
+      reps, [&] { host::sparse_weight_gradient<identity>(dz.data(), hidden, xs, dw.data()); });
   const timing dense_run = time_it(reps, [&] { dense.run(); });
   const timing sparse_run = time_it(reps, [&] { sparse.run(); });
 

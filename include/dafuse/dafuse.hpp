@@ -22,6 +22,10 @@
 #include <dafuse/data/sampler.hpp>
 #include <dafuse/data/split.hpp>
 #include <dafuse/data/transform.hpp>
+#include <dafuse/head/cdan.hpp>
+#include <dafuse/head/dann.hpp>
+#include <dafuse/head/head_base.hpp>
+#include <dafuse/head/source_only.hpp>
 #include <dafuse/nn/activation.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/nn/dense.hpp>
@@ -30,7 +34,6 @@
 #include <dafuse/nn/loss.hpp>
 #include <dafuse/policy/arguments.hpp>
 #include <dafuse/policy/clip.hpp>
-#include <dafuse/policy/head.hpp>
 #include <dafuse/policy/loader.hpp>
 #include <dafuse/policy/optim.hpp>
 #include <dafuse/policy/precision.hpp>

@@ -8,4 +8,10 @@ using net = df::nn::dann_net<df::nn::mlp<4, 8, df::nn::relu>,
 #else
 using net = good_net;
 #endif
-static_assert(net::param_count > 0);
+using step = df::train_step<net,
+                            df::loader::sync,
+                            df::precision::fp32,
+                            df::clip::none,
+                            df::head::dann<>,
+                            df::optim::sgd>;
+static_assert(sizeof(step) > 0);

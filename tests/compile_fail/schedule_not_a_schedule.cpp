@@ -6,4 +6,4 @@ using head = df::head::dann<df::optim::sgd>;
 #else
 using head = df::head::dann<df::schedule::ganin>;
 #endif
-static_assert(head::adversarial);
+static_assert(head::draws_target_rows);

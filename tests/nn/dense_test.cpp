@@ -4,6 +4,7 @@
 // central finite differences in double.
 #include <dafuse/nn/dense.hpp>
 #include "../check.hpp"
+#include "../reference_forward.hpp"
 
 #include <dafuse/backend/host/dense.hpp>
 #include <dafuse/backend/host/gemm.hpp>
@@ -28,6 +29,8 @@ namespace nn = dafuse::nn;
 namespace host = dafuse::backend::host;
 using dafuse::index_t;
 using dafuse::matrix_view;
+using dafuse::test::naive_forward;
+using dafuse::test::reference_pass;
 
 template <class Stack, std::size_t I>
 using activation_of = std::remove_cvref_t<decltype(Stack::template layer<I>::act)>;
@@ -46,43 +49,6 @@ using one_linear = nn::linear<5, 3>::stack<false>;
 
 // ---- A plain reference
 // ---------------------------------------------------------------------------
-
-//! Every layer's pre-activation z and output y, [out_l, n] column-major, by explicit loops.
-struct reference_pass {
-  std::vector<std::vector<double>> z, y;
-};
-
-template <class Stack>
-reference_pass naive_forward(const std::vector<double>& params,
-                             const std::vector<double>& x,
-                             index_t n) {
-  reference_pass r;
-  std::vector<double> in = x;
-  [&]<std::size_t... I>(std::index_sequence<I...>) {
-    (
-        [&] {
-          using layer = typename Stack::template layer<I>;
-          const double* w = params.data() + Stack::template param_offset<I>();
-          const double* b = w + layer::weight_count;
-          std::vector<double> z(static_cast<std::size_t>(layer::out * n));
-          std::vector<double> y(z.size());
-          for (index_t j = 0; j < n; ++j)
-            for (index_t i = 0; i < layer::out; ++i) {
-              double acc = b[i];
-              for (index_t k = 0; k < layer::in; ++k)
-                acc += w[k * layer::out + i] * in[std::size_t(j * layer::in + k)];
-              z[std::size_t(j * layer::out + i)] = acc;
-              y[std::size_t(j * layer::out + i)] = layer::act(acc);
-            }
-          in = y;
-          r.z.push_back(std::move(z));
-          r.y.push_back(std::move(y));
-        }(),
-        ...);
-  }
-  (std::make_index_sequence<Stack::depth>{});
-  return r;
-}
 
 //! L = Σ_ij R_ij·y_ij over the last layer's output, so that δy = R.
 double weighted_sum(const reference_pass& r, const std::vector<double>& weights) {

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tests for the policy concepts: every shipped policy fills exactly its own slot, look-alikes
 // with a wrong member are turned away, and head::dann checks lambda_max.
+#include <dafuse/head/cdan.hpp>
+#include <dafuse/head/dann.hpp>
+#include <dafuse/head/source_only.hpp>
 #include <dafuse/policy/clip.hpp>
-#include <dafuse/policy/head.hpp>
 #include <dafuse/policy/loader.hpp>
 #include <dafuse/policy/optim.hpp>
 #include <dafuse/policy/precision.hpp>
@@ -47,6 +49,10 @@ struct slot_of<df::head::source_only<S>> {
 };
 template <class S>
 struct slot_of<df::head::dann<S>> {
+  static constexpr slot value = slot::head;
+};
+template <class S, bool E>
+struct slot_of<df::head::cdan<S, E>> {
   static constexpr slot value = slot::head;
 };
 template <>
@@ -114,11 +120,14 @@ struct loader_without_flag {
 };
 
 //! A head whose schedule_type is not a schedule.
-struct head_with_bad_schedule {
-  using head_tag = void;
+struct head_with_bad_schedule : df::head::defaults {
   using schedule_type = int;
-  static constexpr bool adversarial = true;
-  static df::status can_implement(const df::fit_args&) { return df::status::ok(); }
+};
+
+//! A head that says what it reads in the wrong type.
+struct head_with_bad_input : df::head::defaults {
+  using schedule_type = df::schedule::ganin;
+  static constexpr int discriminator_reads = 1;
 };
 
 //! An optimizer look-alike without a state size.
@@ -154,6 +163,8 @@ TEST_CASE_TEMPLATE("each shipped policy satisfies its own slot's concept and no 
                    df::head::source_only<df::schedule::ganin>,
                    df::head::dann<>,
                    df::head::dann<df::schedule::constant>,
+                   df::head::cdan<>,
+                   df::head::cdan_e<df::schedule::tllib>,
                    df::loader::sync,
                    df::loader::resident,
                    df::precision::fp32,
@@ -190,6 +201,7 @@ TEST_CASE("a look-alike with the right tag but a wrong member does not fill the 
   CHECK_FALSE(df::precision_policy<integer_precision>);
   CHECK_FALSE(df::loader_policy<loader_without_flag>);
   CHECK_FALSE(df::head_policy<head_with_bad_schedule>);
+  CHECK_FALSE(df::head_policy<head_with_bad_input>);
   CHECK_FALSE(df::optim_policy<optim_without_state>);
 }
 
@@ -198,9 +210,33 @@ TEST_CASE("the loaders say where the data set lives") {
   CHECK(df::loader::resident::data_in_step_memory);
 }
 
-TEST_CASE("only head::dann is adversarial") {
-  CHECK(df::head::dann<>::adversarial);
-  CHECK_FALSE(df::head::source_only<>::adversarial);
+TEST_CASE("each head says what it reads and trains") {
+  using df::discriminator_input;
+  CHECK_FALSE(df::head::source_only<>::draws_target_rows);
+  CHECK_FALSE(df::head::source_only<>::classifier_reads_target);
+  CHECK(df::head::source_only<>::discriminator_reads == discriminator_input::none);
+  CHECK(df::head::dann<>::draws_target_rows);
+  CHECK_FALSE(df::head::dann<>::classifier_reads_target);
+  CHECK(df::head::dann<>::discriminator_reads == discriminator_input::features);
+  CHECK(df::head::cdan<>::draws_target_rows);
+  CHECK(df::head::cdan<>::classifier_reads_target);
+  CHECK(df::head::cdan<>::discriminator_reads == discriminator_input::multilinear);
+  CHECK_FALSE(df::head::cdan<>::entropy_conditioning);
+  CHECK(df::head::cdan_e<>::entropy_conditioning);
+}
+
+TEST_CASE("a head's weight is lambda_max times its schedule's lambda, and 0 without adaptation") {
+  const df::fit_args a = with_lambda_max(0.5f);
+  for (const df::index_t step : {0, 250, 1000}) {
+    const df::progress now{step, 1000};
+    CAPTURE(step);
+    CHECK(df::head::source_only<df::schedule::ganin>::weight(a, now) == 0.0);
+    CHECK(df::head::dann<>::weight(a, now) == 0.5 * df::schedule::ganin::lambda(now));
+    CHECK(df::head::cdan_e<>::weight(a, now) == 0.5 * df::schedule::ganin::lambda(now));
+  }
+  const df::step_rates r = df::scheduled_rates<df::head::dann<>>(a, 250);
+  CHECK(r.lambda == 0.5 * df::schedule::ganin::lambda({250, a.steps}));
+  CHECK(r.lr == double(a.lr) * df::schedule::ganin::lr_factor({250, a.steps}));
 }
 
 TEST_CASE("head::dann accepts a finite lambda_max of zero or more") {

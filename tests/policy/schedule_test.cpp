@@ -4,7 +4,8 @@
 #include <dafuse/policy/schedule.hpp>
 #include "../check.hpp"
 
-#include <dafuse/policy/head.hpp>
+#include <dafuse/head/dann.hpp>
+#include <dafuse/head/source_only.hpp>
 
 #include <cmath>
 
@@ -99,7 +100,7 @@ TEST_CASE("a user-defined schedule is what head::dann uses for lambda and learni
   CHECK(schedule::lambda(at(0.25)) == 0.25);
   CHECK(schedule::lr_factor(at(0.25)) == 1.0);
   CHECK(schedule::lr_factor(at(0.75)) == 0.5);
-  CHECK(head::adversarial);
+  CHECK(head::draws_target_rows);
   CHECK(bool(head::can_implement(dafuse::fit_args{})));
 }
 

@@ -4,6 +4,8 @@
 // Built only without sanitizers, which intercept malloc themselves.
 #include <dafuse/data/batcher.hpp>
 #include <dafuse/data/sparse_batcher.hpp>
+#include <dafuse/head/dann.hpp>
+#include <dafuse/head/source_only.hpp>
 #include <dafuse/step/eager_step.hpp>
 #include <dafuse/step/train_step.hpp>
 
@@ -86,7 +88,7 @@ long allocations_in_steps() {
   const df::fit_args args{.steps = 50, .batch = 64, .lr = 0.01f, .momentum = 0.9f};
   step_type step(args);
   df::data::batcher<Loader, df::system::omp> batches(source, target, args.batch, args.seed,
-                                                     step_type::adversarial);
+                                                     step_type::draws_target_rows);
   // One warm-up step: the OpenMP runtime creates its thread pool on first use.
   batches.fill(step.input(), step.source_labels());
   step.run();

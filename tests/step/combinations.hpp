@@ -3,6 +3,8 @@
 // precision (combinations_<precision>_test.cpp) includes this with DAFUSE_TEST_PRECISION set, so
 // the 24 step types of each compile in parallel.
 #pragma once
+#include <dafuse/head/dann.hpp>
+#include <dafuse/head/source_only.hpp>
 #include <dafuse/step/train_step.hpp>
 
 #include <dafuse/data/batcher.hpp>
@@ -72,8 +74,8 @@ void check_trains() {
                           .max_grad_value = 0.05f,
                           .seed = 2};
   Step step(args);
-  df::data::batcher<df::loader::resident, df::system::omp> batches(source, target, args.batch,
-                                                                   args.seed, Step::adversarial);
+  df::data::batcher<df::loader::resident, df::system::omp> batches(
+      source, target, args.batch, args.seed, Step::draws_target_rows);
   double first = 0, last = 0;
   int skipped = 0;
   for (int t = 0; t < 60; ++t) {

@@ -5,6 +5,8 @@
 // and every optimizer, in fp64 (to 1e-12 relative) and fp32 (to 1e-5: the passes sum in other
 // orders). Non-finite batches skip the update in both; bad labels and sparse batches are errors;
 // the interface is train_step's.
+#include <dafuse/head/dann.hpp>
+#include <dafuse/head/source_only.hpp>
 #include <dafuse/step/eager_step.hpp>
 #include <dafuse/step/train_step.hpp>
 
@@ -297,8 +299,8 @@ TEST_CASE_TEMPLATE("eager_step trains the weights train_step trains from the sam
                                      std::span<const T>(fused.parameters())) <= tolerance);
   CHECK(df::test::max_relative_error(std::span<const T>(eager.optimizer_state()),
                                      std::span<const T>(fused.optimizer_state())) <= tolerance);
-  if constexpr (!eager_type::adversarial) {
-    // G_d is not trained without an adversarial head: still its initial weights in both.
+  if constexpr (!eager_type::trains_discriminator) {
+    // G_d is not trained without a discriminator head: still its initial weights in both.
     const auto p = eager.parameters();
     eager_type initial(args);
     CHECK(std::equal(p.begin() + eager_type::net_type::discriminator_offset, p.end(),
@@ -377,16 +379,16 @@ TEST_CASE_TEMPLATE("a non-finite batch skips the update in both steps alike",
 TEST_CASE("eager_step offers train_step's interface and argument checks") {
   using f = sgd_momentum_fp32::fused;
   using e = sgd_momentum_fp32::eager;
-  static_assert(e::input_width == f::input_width && e::class_count == f::class_count &&
-                e::feature_width == f::feature_width && e::adversarial == f::adversarial &&
-                e::sparse_input == f::sparse_input &&
-                e::trained_param_count == f::trained_param_count &&
-                std::is_same_v<e::value_type, f::value_type> &&
-                std::is_same_v<e::accumulate_type, f::accumulate_type> &&
-                std::is_same_v<e::schedule_type, f::schedule_type> &&
-                std::is_same_v<e::arguments, df::fit_args> && std::is_same_v<e::fused_type, f>);
+  static_assert(
+      e::input_width == f::input_width && e::class_count == f::class_count &&
+      e::feature_width == f::feature_width && e::draws_target_rows == f::draws_target_rows &&
+      e::sparse_input == f::sparse_input && e::trained_param_count == f::trained_param_count &&
+      std::is_same_v<e::value_type, f::value_type> &&
+      std::is_same_v<e::accumulate_type, f::accumulate_type> &&
+      std::is_same_v<e::schedule_type, f::schedule_type> &&
+      std::is_same_v<e::arguments, df::fit_args> && std::is_same_v<e::fused_type, f>);
   static_assert(sparse_adam_fp32::eager::sparse_input);
-  static_assert(!source_only_adamw_fp32::eager::adversarial);
+  static_assert(!source_only_adamw_fp32::eager::trains_discriminator);
 
   for (const df::fit_args& a : {df::fit_args{}, df::fit_args{.batch = 0}, df::fit_args{.lr = -1},
                                 df::fit_args{.nesterov = true}, df::fit_args{.lambda_max = -1}})

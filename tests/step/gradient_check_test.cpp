@@ -3,6 +3,8 @@
 // With total loss L = L_y + L_d and reversal weight λ, the step must produce
 //   ∂L_y/∂θ_y for G_y,   ∂L_d/∂θ_d for G_d,   ∂L_y/∂θ_f − λ·∂L_d/∂θ_f for G_f
 // (source-only: ∂L_y/∂θ for G_f and G_y, nothing for G_d).
+#include <dafuse/head/dann.hpp>
+#include <dafuse/head/source_only.hpp>
 #include <dafuse/step/train_step.hpp>
 
 #include "../check.hpp"
@@ -59,7 +61,7 @@ void check_step_gradients(double lambda) {
     else if (j < Net::discriminator_offset)
       numeric[i] = d_label;  // G_y
     else
-      numeric[i] = step_type::adversarial ? d_domain : 0.0;  // G_d (untouched without it)
+      numeric[i] = step_type::trains_discriminator ? d_domain : 0.0;  // G_d (untouched without it)
   }
   const std::size_t trained = std::size_t(step_type::trained_param_count);
   CHECK(df::test::max_relative_error(std::span(analytic).first(trained),

@@ -2,6 +2,7 @@
 // Mixed precision in train_step: stored values are 16-bit values, the step unscales before it
 // clips (so max_norm means the same as in fp32), an overflow skips the update and leaves the
 // parameters and the optimizer state untouched, and bf16/fp16 gradients stay close to fp32's.
+#include <dafuse/head/dann.hpp>
 #include <dafuse/step/train_step.hpp>
 
 #include "../check.hpp"

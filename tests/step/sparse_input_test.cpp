@@ -4,6 +4,8 @@
 // over many steps with changing batches (so a stale weight-gradient column would show), the same
 // predictions; bad batches are errors; fit on CSR data sets trains. On several threads the batch
 // is dealt among them by feature: the same gradients as on one, and a bad batch changes nothing.
+#include <dafuse/head/dann.hpp>
+#include <dafuse/head/source_only.hpp>
 #include <dafuse/step/train_step.hpp>
 
 #include <dafuse/data/csr.hpp>

@@ -1,10 +1,12 @@
 // One DANN step against PyTorch: weights, batch and expected losses, gradients and updated
 // weights come from tools/make_step_vectors.py (see tests/data/torch/README.md).
+#include <dafuse/head/dann.hpp>
 #include <dafuse/step/train_step.hpp>
 
 #include <dafuse/data/npy.hpp>
 
 #include "../check.hpp"
+#include "../torch_vectors.hpp"
 
 #include <cstdint>
 #include <string>
@@ -26,41 +28,14 @@ using torch_step = df::train_step<torch_net,
                                   df::head::dann<df::schedule::constant>,
                                   Optim>;
 
-const std::filesystem::path vectors = df::test::source_dir() / "tests" / "data" / "torch";
-
 std::vector<float> load(const std::string& name) {
-  return df::data::load_npy<float>(vectors / (name + ".npy")).values;
+  return df::test::load_vector(name);
 }
 
-// PyTorch flattens each weight row-major [out, in]; dafuse stores it column-major [out, in].
-// Biases are the same in both. PyTorch's tensors follow each other; dafuse starts each module at
-// its aligned offset (nn::dann_net::module_alignment) with zeros between. Converts a flat PyTorch
-// parameter vector to dafuse's layout.
+// A flat PyTorch parameter vector of torch_net in dafuse's layout.
 std::vector<float> to_dafuse_layout(const std::vector<float>& torch_flat) {
-  const auto shapes = df::data::load_npy<std::int32_t>(vectors / "param_shapes.npy").values;
-  // A weight and a bias per layer, module by module.
-  const std::size_t module_tensors[] = {2 * torch_net::feature_stack::depth,
-                                        2 * torch_net::classifier_stack::depth,
-                                        2 * torch_net::discriminator_stack::depth};
-  const std::size_t module_offsets[] = {torch_net::features_offset, torch_net::classifier_offset,
-                                        torch_net::discriminator_offset};
-  std::vector<float> out(std::size_t(torch_net::param_count), 0.0f);
-  std::size_t from = 0, t = 0;
-  for (std::size_t module = 0; module < 3; ++module) {
-    std::size_t to = module_offsets[module];
-    for (const std::size_t end = t + module_tensors[module]; t < end; ++t) {
-      REQUIRE(2 * t + 1 < shapes.size());
-      const std::size_t rows = std::size_t(shapes[2 * t]), cols = std::size_t(shapes[2 * t + 1]);
-      for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = 0; c < cols; ++c)
-          out[to + c * rows + r] = torch_flat[from + r * cols + c];
-      from += rows * cols;
-      to += rows * cols;
-    }
-  }
-  REQUIRE(2 * t == shapes.size());
-  REQUIRE(from == torch_flat.size());
-  return out;
+  return df::test::to_dafuse_layout<torch_net>(torch_flat,
+                                               df::test::load_int_vector("param_shapes"));
 }
 
 // The first set of vectors: SGD with λ, lr, momentum, wd, max_norm from hyper.npy.
@@ -102,13 +77,7 @@ void load_initial_state(Step& step) {
   REQUIRE(initial.size() == std::size_t(torch_net::param_count));
   std::copy(initial.begin(), initial.end(), step.parameters().begin());
 
-  // Source rows are columns 0..3, target rows 4..7; row-major [4, 6] is column-major [6, 4].
-  const std::vector<float> xs = load("x_source"), xt = load("x_target");
-  auto x = step.input();
-  std::copy(xs.begin(), xs.end(), x.data);
-  std::copy(xt.begin(), xt.end(), x.data + xs.size());
-  const auto ys = df::data::load_npy<std::int32_t>(vectors / "y_source.npy").values;
-  std::copy(ys.begin(), ys.end(), step.source_labels().begin());
+  df::test::load_torch_batch(step, "");
 }
 
 template <class Clip, class Optim = df::optim::sgd>

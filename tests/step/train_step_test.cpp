@@ -1,4 +1,6 @@
 // train_step: argument checks, what each head trains, schedules, loaders agree, prediction.
+#include <dafuse/head/dann.hpp>
+#include <dafuse/head/source_only.hpp>
 #include <dafuse/step/train_step.hpp>
 
 #include <dafuse/data/batcher.hpp>

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tests for train/checkpoint.hpp: round trips, bitwise-exact resume for every optimizer state
 // and the loss scaler, and a clear refusal (with the step untouched) for every broken file.
+#include <dafuse/head/dann.hpp>
 #include <dafuse/train/checkpoint.hpp>
 #include "../check.hpp"
 

@@ -1,4 +1,6 @@
 // fit: determinism, accuracy reporting, and clear errors for data that does not fit the network.
+#include <dafuse/head/dann.hpp>
+#include <dafuse/head/source_only.hpp>
 #include <dafuse/train/fit.hpp>
 
 #include "../check.hpp"

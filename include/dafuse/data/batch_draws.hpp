@@ -4,6 +4,7 @@
 //! the primary `batcher` template that each loader policy specialises.
 #pragma once
 #include <dafuse/config.hpp>
+#include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/data/dataset.hpp>

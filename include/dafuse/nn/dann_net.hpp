@@ -2,11 +2,12 @@
 //! @file nn/dann_net.hpp
 //! @brief A DANN network: feature extractor G_f, label classifier G_y, domain discriminator G_d.
 //!
-//! Ganin et al., JMLR 2016, figure 1: h = G_f(x); class logits G_y(h); one domain logit
-//! G_d(R_λ(h)) where R_λ is the gradient reversal (nn/grad_reversal.hpp). All parameters live in
-//! one flat buffer in the order G_f, G_y, G_d, each layer's W (column-major [out, in]) then b, so
-//! clipping and the optimizer update are one pass over contiguous memory. Each module starts on a
-//! multiple of module_alignment values; the few values of padding before G_y and G_d belong to
+//! Ganin et al., JMLR 2016, figure 1: h = G_f(x); class logits G_y(h); G_d, whose input and
+//! output the adaptation head fixes (head::dann: one domain logit G_d(R_λ(h)), R_λ the gradient
+//! reversal of nn/grad_reversal.hpp; head::cdan: G_d reads softmax(G_y(h)) ⊗ h). All parameters
+//! live in one flat buffer in the order G_f, G_y, G_d, each layer's W (column-major [out, in]) then
+//! b, so clipping and the optimizer update are one pass over contiguous memory. Each module starts
+//! on a multiple of module_alignment values; the few values of padding before G_y and G_d belong to
 //! no layer and stay zero (see module_alignment).
 #pragma once
 #include <dafuse/config.hpp>
@@ -38,13 +39,8 @@ struct dann_net {
   static_assert(Classifier::in == Features::out,
                 "dafuse: the label classifier's input width must equal the feature extractor's "
                 "output width");
-  static_assert(Discriminator::in == Features::out,
-                "dafuse: the domain discriminator's input width must equal the feature "
-                "extractor's output width");
   static_assert(Classifier::out >= 2,
                 "dafuse: the label classifier needs at least two outputs (one logit per class)");
-  static_assert(Discriminator::out == 1,
-                "dafuse: the domain discriminator must output one logit (source = 0, target = 1)");
   static_assert(!reads_sparse_input<Classifier> && !reads_sparse_input<Discriminator>,
                 "dafuse: only the feature extractor can read sparse input (nn::sparse_input); the "
                 "classifier and the discriminator read the dense features");

@@ -56,6 +56,20 @@ DAFUSE_HOST_DEVICE void softmax(const T* z, index_t classes, Out* p) {
   for (index_t k = 0; k < classes; ++k) p[k] = Out(std::exp(z[k] - zmax) / sum);
 }
 
+//! Entropy of one sample's softmax, H = −Σ p_k log p_k = logsumexp(z) − Σ p_k z_k, from its
+//! logits z: [classes]; exact for any logits (no ε inside a log).
+template <class T>
+DAFUSE_HOST_DEVICE T softmax_entropy(const T* z, index_t classes) {
+  T zmax = z[0];
+  for (index_t k = 1; k < classes; ++k) zmax = z[k] > zmax ? z[k] : zmax;
+  T sum = 0, weighted = 0;
+  for (index_t k = 0; k < classes; ++k) {
+    const T e = std::exp(z[k] - zmax);
+    sum += e;
+    weighted += e * (z[k] - zmax);
+  }
+  return std::log(sum) - weighted / sum;
+}
 //! Index of the largest logit (first on ties): the predicted class.
 template <class T>
 DAFUSE_HOST_DEVICE std::int32_t argmax(const T* z, index_t classes) {

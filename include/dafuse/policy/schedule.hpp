@@ -10,7 +10,6 @@
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/meta.hpp>
-#include <dafuse/policy/arguments.hpp>
 
 #include <cmath>
 #include <concepts>
@@ -83,20 +82,5 @@ concept schedule_policy = requires(const progress& t) {
 static_assert(schedule_policy<schedule::ganin>);
 static_assert(schedule_policy<schedule::tllib>);
 static_assert(schedule_policy<schedule::constant>);
-
-//! λ and the learning rate of one step.
-struct step_rates {
-  double lambda = 0.0;  //!< the reversal's weight: lambda_max · Schedule::lambda(p), 0 without G_d
-  double lr = 0.0;      //!< lr₀ · Schedule::lr_factor(p)
-};
-
-//! The rates of step `step_index` of a run of args.steps under `Schedule`; `adversarial` says
-//! whether the head trains G_d. The fused and the eager step both take their rates from here.
-template <class Schedule>
-step_rates scheduled_rates(const fit_args& args, index_t step_index, bool adversarial) {
-  const progress now{step_index, args.steps};
-  return {adversarial ? double(args.lambda_max) * Schedule::lambda(now) : 0.0,
-          double(args.lr) * Schedule::lr_factor(now)};
-}
 
 }  // namespace dafuse

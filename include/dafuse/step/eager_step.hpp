@@ -62,12 +62,12 @@
 #include <dafuse/core/meta.hpp>
 #include <dafuse/core/profiler.hpp>
 #include <dafuse/core/rng.hpp>
+#include <dafuse/head/head_base.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/nn/grad_reversal.hpp>
 #include <dafuse/nn/init.hpp>
 #include <dafuse/policy/arguments.hpp>
 #include <dafuse/policy/clip.hpp>
-#include <dafuse/policy/head.hpp>
 #include <dafuse/policy/loader.hpp>
 #include <dafuse/policy/optim.hpp>
 #include <dafuse/policy/precision.hpp>
@@ -175,6 +175,13 @@ class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
                 "alone, or run the eager baseline in fp32");
   static_assert(System::host_accessible,
                 "dafuse: eager_step runs on the host backend only (system::omp or system::cpp)");
+  static_assert(!head_policy<Head> ||
+                    (!Head::classifier_reads_target &&
+                     Head::discriminator_reads != discriminator_input::multilinear),
+                "dafuse: eager_step runs head::source_only and head::dann (G_d reading h); "
+                "compare other heads with train_step alone");
+  // The eager passes are DANN's: G_d on all rows of h, through the reversal.
+  static constexpr bool adversarial = types::trains_discriminator;
 
  public:
   using system_type = System;  //!< where memory lives
@@ -183,14 +190,15 @@ class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
   using typename types::feature_stack;
   using typename types::schedule_type;
   using typename types::value_type;
-  using types::adversarial;
   using types::can_implement;  //!< train_step's run-time checks: both accept the same arguments
   using types::class_count;
   using types::compute_format;
+  using types::draws_target_rows;
   using types::feature_width;
   using types::input_width;
   using types::sparse_input;
   using types::trained_param_count;
+  using types::trains_discriminator;
   //! The fused step with the same arguments: the one this step's results match.
   using fused_type = train_step<Net, Loader, Precision, Clip, Head, Optim, System>;
 
@@ -276,7 +284,7 @@ class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
   //! One training step on input() (or sparse_batch()) and source_labels): forward, losses,
   //! backward, norms, clip, update, each operation its own pass.
   step_report run() {
-    const step_rates rates = scheduled_rates<schedule_type>(args_, step_index_, adversarial);
+    const step_rates rates = types::rates(args_, step_index_);
     const double lambda = rates.lambda, lr = rates.lr;
     step_report report = compute_gradients(lambda);
     report.lr = lr;

@@ -6,10 +6,10 @@
 #include <dafuse/config.hpp>
 #include <dafuse/core/half.hpp>
 #include <dafuse/core/meta.hpp>
+#include <dafuse/head/head_base.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/policy/arguments.hpp>
 #include <dafuse/policy/clip.hpp>
-#include <dafuse/policy/head.hpp>
 #include <dafuse/policy/loader.hpp>
 #include <dafuse/policy/optim.hpp>
 #include <dafuse/policy/precision.hpp>
@@ -57,8 +57,8 @@ struct step_types {
                 "clip::global_norm; the order is <Net, Loader, Precision, Clip, Head, Optim>");
   static_assert(head_policy<Head>,
                 "dafuse: train_step's 5th argument must be a head policy such as "
-                "head::dann<schedule::ganin> or head::source_only<>; the order is <Net, Loader, "
-                "Precision, Clip, Head, Optim>");
+                "head::dann<schedule::ganin>, head::cdan<> or head::source_only<>; the order is "
+                "<Net, Loader, Precision, Clip, Head, Optim>");
   static_assert(optim_policy<Optim>,
                 "dafuse: train_step's 6th argument must be an optimizer policy such as "
                 "optim::sgd; the order is <Net, Loader, Precision, Clip, Head, Optim>");
@@ -81,18 +81,42 @@ struct step_types {
   using classifier_stack = typename Net::classifier_stack;
   using discriminator_stack = typename Net::discriminator_stack;
 
-  static constexpr bool adversarial = Head::adversarial;  //!< runs G_d on target rows
+  // The head's own checks of the network's shapes (what G_d reads, its one logit).
+  static constexpr bool network_fits_head = [] {
+    if constexpr (nn::is_dann_net<Net>::value && head_policy<Head>)
+      return Head::template check_network<Net>();
+    else
+      return true;
+  }();
+  static_assert(network_fits_head);  // each failed shape check above has said why
+
+  //! The batch holds B target rows after the B source rows.
+  static constexpr bool draws_target_rows = Head::draws_target_rows;
+  //! G_d is run and trained; what it reads is Head::discriminator_reads.
+  static constexpr bool trains_discriminator =
+      Head::discriminator_reads != discriminator_input::none;
+  //! G_y runs on the target rows too (their softmax conditions the head).
+  static constexpr bool classifier_reads_target = Head::classifier_reads_target;
   static constexpr index_t input_width = Net::input_width;
   //! The batch is sparse (G_f is an nn::sparse_input module): fill sparse_batch(), not input().
   static constexpr bool sparse_input = Net::sparse_input;
   static constexpr index_t class_count = Net::class_count;
   static constexpr index_t feature_width = Net::feature_width;  //!< width of G_f's output h
-  //! Parameters this step trains: all of them with an adversarial head, G_f + G_y without.
+  //! Parameters this step trains: all of them with a discriminator, G_f + G_y without.
   static constexpr index_t trained_param_count =
-      adversarial ? Net::param_count : Net::task_param_count;
+      trains_discriminator ? Net::param_count : Net::task_param_count;
 
   //! Rows a step reads per call for batch B: B source then B target (B without target rows).
-  static constexpr index_t rows_for(index_t batch) { return adversarial ? 2 * batch : batch; }
+  static constexpr index_t rows_for(index_t batch) { return draws_target_rows ? 2 * batch : batch; }
+  //! Rows G_y runs on: the B source rows, or all rows when the head reads its target outputs.
+  static constexpr index_t classifier_rows_for(index_t batch) {
+    return classifier_reads_target ? rows_for(batch) : batch;
+  }
+
+  //! λ (the head's weight) and the learning rate of step `step_index`.
+  static step_rates rates(const fit_args& a, index_t step_index) {
+    return scheduled_rates<Head>(a, step_index);
+  }
 
   //! Run-time checks of every slot's arguments; the message says which field and what to do.
   static status can_implement(const fit_args& a) {

@@ -3,11 +3,12 @@
 //! @brief `train_step`: one statically composed DANN training step, run by its system's executor.
 //!
 //! One call of `run()` does, on the batch the loader placed in `input()` (B source columns, then
-//! B target columns): G_f forward on all rows; G_y forward on the source rows and softmax
-//! cross-entropy; G_d forward on all rows and binary cross-entropy (source = 0, target = 1); the
-//! backward of both, with the reversal's −λ folded into G_d's input gradient; the squared norms of
-//! the gradients as they are produced; then one pass that clips and updates every parameter.
-//! Nothing is allocated after construction.
+//! B target columns when the head draws them): G_f forward on all rows; G_y forward on the source
+//! rows (all rows when the head reads them) and softmax cross-entropy on the source rows; the
+//! head's forward and loss (DANN: G_d on h and BCE, source = 0, target = 1); the backward of the
+//! head into δh (DANN: the reversal's −λ folded into G_d's input gradient), of G_y and of G_f;
+//! the squared norms of the gradients as they are produced; then one pass that clips and updates
+//! every parameter. Nothing is allocated after construction.
 //!
 //! The step composes: slot contracts (step_types), rates from the schedule, the loss-scale and
 //! clip decisions, the order of the phases and the report. Where memory lives and how each phase
@@ -26,7 +27,6 @@
 #include <dafuse/core/meta.hpp>
 #include <dafuse/core/profiler.hpp>
 #include <dafuse/nn/dann_net.hpp>
-#include <dafuse/nn/grad_reversal.hpp>
 #include <dafuse/policy/arguments.hpp>
 #include <dafuse/policy/clip.hpp>
 #include <dafuse/policy/precision.hpp>
@@ -58,10 +58,11 @@ class train_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
   using typename types::loss_scale_type;
   using typename types::schedule_type;
   using typename types::value_type;
-  using types::adversarial;
   using types::can_implement;
+  using types::draws_target_rows;
   using types::sparse_input;
   using types::trained_param_count;
+  using types::trains_discriminator;
   using sparse_batch_slots = dafuse::sparse_batch_slots<value_type>;  //!< a sparse batch's slots
   using inference = dafuse::inference;                                //!< where infer() writes
 
@@ -77,7 +78,8 @@ class train_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
     loss_scale_ = {loss_scale_type::initial(args_), 0};
   }
 
-  //! Rows the step reads per call: B source then B target (B only without an adversarial head).
+  //! Rows the step reads per call: B source then B target (B only when the head draws no target
+  //! rows).
   index_t feature_rows() const { return types::rows_for(args_.batch); }
 
   //! The batch the loader fills: [input_width, feature_rows()], source columns first.
@@ -167,7 +169,7 @@ class train_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
  private:
   // run() with the executor's threads held.
   step_report train_once() {
-    const step_rates rates = scheduled_rates<schedule_type>(args_, step_index_, adversarial);
+    const step_rates rates = types::rates(args_, step_index_);
     step_report report = gradients_of_batch(rates.lambda);
     report.lr = rates.lr;
     profile_scope timing(profiler_, phase::update);
@@ -187,7 +189,7 @@ class train_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
     clip.task *= unscale;
     clip.discriminator *= unscale;
     const double lr = rates.lr;
-    // Without an adversarial head G_d is not trained: an empty range.
+    // Without a discriminator G_d is not trained: an empty range.
     exec_.update({module_update{Net::features_offset, Net::classifier_offset, clip.task,
                                 lr * double(args_.lr_mult.features)},
                   module_update{Net::classifier_offset, Net::discriminator_offset, clip.task,
@@ -200,7 +202,8 @@ class train_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
   }
 
   // compute_gradients() with the executor's threads held: the phases of the forward, the losses
-  // and the backward, in order.
+  // and the backward, in order. The head runs G_d and its loss, and writes δh (Head::forward,
+  // Head::backward); G_y's input gradient is then added to δh's source columns.
   step_report gradients_of_batch(double lambda) {
     exec_.prepare_batch();
     profile_scope forward_timing(profiler_, phase::forward);
@@ -212,24 +215,18 @@ class train_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
     exec_.template forward<module::classifier>();
     report.label_loss = exec_.label_loss(loss_scale_.scale);
     norms_ = {};
-    if constexpr (adversarial) {
-      exec_.template forward<module::discriminator>();
-      const domain_loss_result d = exec_.domain_loss(loss_scale_.scale);
+    if constexpr (trains_discriminator) {
+      const domain_loss_result d = Head::forward(exec_, loss_scale_.scale);
       report.domain_loss = d.loss;
       report.domain_accuracy = d.accuracy;
     }
     // Everything from here is backward: the forward pass ends with the last loss.
     forward_timing.stop();
     profile_scope backward_timing(profiler_, phase::backward);
-    if constexpr (adversarial) {
-      // G_d's input gradient is written straight into δh, scaled by the reversal's −λ.
-      const nn::grad_reversal<value_type> reversal{value_type(lambda)};
-      norms_.discriminator_sq = exec_.template backward<module::discriminator>(
-          double(reversal.backward_scale()), /*accumulate=*/false);
-    }
-    // G_y's input gradient is added to the source columns of δh (written fresh without G_d).
+    if constexpr (trains_discriminator) norms_.discriminator_sq = Head::backward(exec_, lambda);
+    // Added to δh when the head wrote it, written fresh otherwise.
     norms_.classifier_sq =
-        exec_.template backward<module::classifier>(1.0, /*accumulate=*/adversarial);
+        exec_.template backward<module::classifier>(1.0, /*accumulate=*/trains_discriminator);
     norms_.features_sq = exec_.template backward<module::features>(1.0, false);
     // The gradients hold S·∂L/∂θ: the norms clipping and the report see are unscaled.
     if constexpr (loss_scale_type::scales) {

@@ -410,7 +410,7 @@ template <class Step, class Data>
 void check_fit_data(const Data& source, const Data& target, const Data* validation) {
   data::check_width(source, Step::input_width);
   data::check_labels(source, Step::class_count);
-  if (Step::adversarial) data::check_width(target, Step::input_width);
+  if (Step::draws_target_rows) data::check_width(target, Step::input_width);
   if (target.has_labels()) data::check_labels(target, Step::class_count);
   if (validation) {
     data::check_width(*validation, Step::input_width);
@@ -441,8 +441,8 @@ fit_result fit_on(Step& step,
     return train_loop(
         step, *train, target, validation, o,
         [&](std::uint64_t first) {
-          return data::sparse_batcher(*train, target, args.batch, args.seed, Step::adversarial,
-                                      first);
+          return data::sparse_batcher(*train, target, args.batch, args.seed,
+                                      Step::draws_target_rows, first);
         },
         [&](data::sparse_batcher& b) { b.fill(step.sparse_batch(), step.source_labels()); });
   } else {
@@ -450,7 +450,8 @@ fit_result fit_on(Step& step,
     return train_loop(
         step, *train, target, validation, o,
         [&](std::uint64_t first) -> batcher_type {
-          return batcher_type(*train, target, args.batch, args.seed, Step::adversarial, first);
+          return batcher_type(*train, target, args.batch, args.seed, Step::draws_target_rows,
+                              first);
         },
         [&](batcher_type& b) { b.fill(step.input(), step.source_labels()); });
   }

@@ -22,6 +22,7 @@
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/core/system.hpp>
+#include <dafuse/head/head_base.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/nn/init.hpp>
 #include <dafuse/nn/loss.hpp>
@@ -29,6 +30,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -62,7 +64,12 @@ class executor<System, Step> {
   using classifier_stack = typename Net::classifier_stack;
   using discriminator_stack = typename Net::discriminator_stack;
   static constexpr bool mixed = Step::mixed;
-  static constexpr bool adversarial = Step::adversarial;
+  static constexpr bool trains_discriminator = Step::trains_discriminator;
+  // G_d reads the multilinear map softmax(g) ⊗ h (CDAN) rather than h.
+  static constexpr bool reads_joint =
+      Step::head_type::discriminator_reads == discriminator_input::multilinear;
+  // Values of one column of the multilinear map: classes · features.
+  static constexpr index_t joint_width = reads_joint ? class_count * feature_width : 0;
   template <class Stack>
   using stack_scratch = host::stack_scratch<Stack, value_type>;
   using products_type = host::products_for<Step::compute_format, value_type>;
@@ -71,8 +78,11 @@ class executor<System, Step> {
   //! Sizes and allocates every buffer once for args.batch and args.eval_chunk; the parameters
   //! are left for initialize().
   explicit executor(const fit_args& args)
-      : args_(args), batch_(args.batch), rows_(Step::rows_for(args.batch)) {
-    const index_t b = batch_, rows = rows_;
+      : args_(args),
+        batch_(args.batch),
+        rows_(Step::rows_for(args.batch)),
+        classifier_rows_(Step::classifier_rows_for(args.batch)) {
+    const index_t b = batch_, rows = rows_, classified = classifier_rows_;
     params_ = buffer<value_type, System>(Net::param_count, value_type(0));
     if constexpr (mixed)
       working_params_ = buffer<value_type, System>(Net::param_count, value_type(0));
@@ -102,11 +112,14 @@ class executor<System, Step> {
     }
     labels_ = buffer<std::int32_t, System>(b, 0);
     const index_t chunk = args.eval_chunk;
+    // CDAN's map: softmax(g) [classes, rows], T and δT [classes · features, rows], row weights.
+    const index_t joint_values =
+        reads_joint ? class_count * rows + 2 * joint_width * rows + rows : 0;
     workspace_ = buffer<value_type, System>(
         stack_scratch<feature_stack>::elements(rows) +
-        stack_scratch<classifier_stack>::elements(b) +
-        (adversarial ? stack_scratch<discriminator_stack>::elements(rows) : 0) +
-        (sparse_input ? 0 : input_width * chunk) +
+        stack_scratch<classifier_stack>::elements(classified) +
+        (trains_discriminator ? stack_scratch<discriminator_stack>::elements(rows) : 0) +
+        joint_values + (sparse_input ? 0 : input_width * chunk) +
         stack_scratch<feature_stack>::elements(chunk, false) +
         stack_scratch<classifier_stack>::elements(chunk, false));
     value_type* cursor = workspace_.data();
@@ -116,16 +129,22 @@ class executor<System, Step> {
       return p;
     };
     features_ = {carve(stack_scratch<feature_stack>::elements(rows)), rows};
-    classifier_ = {carve(stack_scratch<classifier_stack>::elements(b)), b};
-    if constexpr (adversarial)
+    classifier_ = {carve(stack_scratch<classifier_stack>::elements(classified)), classified};
+    if constexpr (trains_discriminator)
       discriminator_ = {carve(stack_scratch<discriminator_stack>::elements(rows)), rows};
+    if constexpr (reads_joint) {
+      probabilities_ = {carve(class_count * rows), class_count, rows};
+      joint_ = {carve(joint_width * rows), joint_width, rows};
+      joint_gradient_ = {carve(joint_width * rows), joint_width, rows};
+      row_weights_ = {carve(rows), 1, rows};
+    }
     eval_input_ = {carve(sparse_input ? 0 : input_width * chunk), input_width, chunk};
     eval_features_ = {carve(stack_scratch<feature_stack>::elements(chunk, false)), chunk, false};
     eval_classifier_ = {carve(stack_scratch<classifier_stack>::elements(chunk, false)), chunk,
                         false};
     // One set of GEMM packing buffers for the largest product of the step.
     const index_t widest = std::max({feature_stack::max_width, classifier_stack::max_width,
-                                     discriminator_stack::max_width, input_width});
+                                     discriminator_stack::max_width, input_width, joint_width});
     const index_t longest = std::max(rows, chunk);
     gemm_ = products_type(widest, std::max(widest, longest), std::max(widest, longest));
     // Partial sums for the forward products that layer_split divides by W's columns: [out, rows]
@@ -210,7 +229,8 @@ class executor<System, Step> {
     w_ = product_weights(p_);
   }
 
-  //! Module M's forward: G_f on the batch, G_y on the B source columns of h, G_d on all of h.
+  //! Module M's forward: G_f on the batch; G_y on the first Step::classifier_rows_for(B) columns
+  //! of h; G_d on what the head has it read (h, or the multilinear map) for all rows.
   template <module M>
   void forward() {
     using stack = typename Net::template stack<M>;
@@ -219,12 +239,14 @@ class executor<System, Step> {
       with_batch(
           [&](const auto& x) { host::forward<stack>(p_ + at, x, features_, gemm_, w_ + at); });
     else
-      host::forward<stack>(p_ + at, module_input<M>(), scratch<M>(), gemm_, w_ + at);
+      host::forward<stack>(p_ + at, module_input<M>(scratch<M>().cols), scratch<M>(), gemm_,
+                           w_ + at);
   }
 
   //! Module M's backward from the gradient its output holds: writes ∂L/∂θ_M and returns its
-  //! squared norm; G_y and G_d write (or, with `accumulate`, add) input_scale · their input
-  //! gradient into δh's columns that they read.
+  //! squared norm. G_y runs it on the B source columns (the label loss's) and G_d on all rows;
+  //! each writes (or, with `accumulate`, adds) input_scale · its input gradient into the
+  //! gradient of what it read: δh's columns, or δT for a G_d that reads the multilinear map.
   template <module M>
   double backward(double input_scale, bool accumulate) {
     using stack = typename Net::template stack<M>;
@@ -238,10 +260,54 @@ class executor<System, Step> {
       });
       return sq;
     } else {
-      const auto& s = scratch<M>();
-      return host::backward<stack>(p_ + at, g + at, module_input<M>(), s, gemm_,
-                                   features_.output_gradient().middle_cols(0, s.cols),
+      const index_t cols = M == module::classifier ? batch_ : scratch<M>().cols;
+      const matrix_view<value_type> input_gradient =
+          M == module::discriminator && reads_joint
+              ? joint_gradient_
+              : features_.output_gradient().middle_cols(0, cols);
+      return host::backward<stack>(p_ + at, g + at, module_input<M>(cols),
+                                   scratch<M>().leading(cols), gemm_, input_gradient,
                                    value_type(input_scale), accumulate, w_ + at);
+    }
+  }
+
+  //! CDAN's multilinear map on all rows: g = softmax(z) of G_y's logits, T = g ⊗ h
+  //! (T[c·F + j] = g_c·h_j), and, when `entropy_weights`, each row's weight 1 + e^(−H(g))
+  //! normalised to sum to the row count (CDAN+E).
+  void multilinear_map(bool entropy_weights) requires reads_joint {
+    const index_t rows = rows_;
+    const matrix_view<value_type> z = classifier_.output();
+    const matrix_view<value_type> h = features_.output();
+    double weight_sum = 0;
+    for (index_t c = 0; c < rows; ++c) {
+      value_type* g = &probabilities_(0, c);
+      nn::softmax(&z(0, c), class_count, g);
+      if (entropy_weights) {
+        const double w = 1.0 + std::exp(-double(nn::softmax_entropy(&z(0, c), class_count)));
+        row_weights_(0, c) = value_type(w);
+        weight_sum += w;
+      }
+      value_type* t = &joint_(0, c);
+      for (index_t k = 0; k < class_count; ++k)
+        for (index_t j = 0; j < feature_width; ++j)
+          t[k * feature_width + j] = products_type::round(g[k] * h(j, c));
+    }
+    if (entropy_weights)
+      for (index_t c = 0; c < rows; ++c)
+        row_weights_(0, c) = value_type(double(row_weights_(0, c)) * double(rows) / weight_sum);
+  }
+
+  //! δh = Σ_c g_c · δT_c on all rows (g a constant, as the map's forward took it), written fresh.
+  void multilinear_backward() requires reads_joint {
+    const matrix_view<value_type> dh = features_.output_gradient();
+    for (index_t c = 0; c < rows_; ++c) {
+      const value_type* g = &probabilities_(0, c);
+      const value_type* dt = &joint_gradient_(0, c);
+      value_type* out = &dh(0, c);
+      for (index_t j = 0; j < feature_width; ++j) out[j] = value_type(0);
+      for (index_t k = 0; k < class_count; ++k)
+        for (index_t j = 0; j < feature_width; ++j) out[j] += g[k] * dt[k * feature_width + j];
+      for (index_t j = 0; j < feature_width; ++j) out[j] = products_type::round(out[j]);
     }
   }
 
@@ -260,15 +326,30 @@ class executor<System, Step> {
     return host::softmax_cross_entropy(z.data, class_count, b, y, scale, dz.data) / double(b);
   }
 
-  //! Mean BCE of G_d's logit over all rows (the B source rows 0, the rest 1); writes its gradient
-  //! S/R · (σ(z) − t), and counts the logits on the right side of 0 in the same pass.
-  domain_loss_result domain_loss(double loss_scale) requires adversarial {
+  //! Mean BCE of G_d's logit over all R rows (the B source rows 0, the rest 1); writes its
+  //! gradient S/R · (σ(z) − t), and counts the logits on the right side of 0 in the same pass.
+  //! With `weighted` (CDAN+E) row i's loss and gradient are multiplied by multilinear_map's w_i.
+  domain_loss_result domain_loss(double loss_scale,
+                                 bool weighted = false) requires trains_discriminator {
     const index_t rows = rows_;
     const value_type* z = discriminator_.output().data;
     value_type* dz = discriminator_.output_gradient().data;
     const value_type scale = value_type(loss_scale / double(rows));
     index_t right = 0;
-    const double sum = host::binary_cross_entropy_with_logits(z, rows, batch_, scale, dz, right);
+    double sum = 0;
+    if constexpr (reads_joint) {
+      if (weighted) {
+        for (index_t c = 0; c < rows; ++c) {
+          const value_type w = row_weights_(0, c);
+          const value_type t = value_type(c >= batch_);
+          sum +=
+              double(w) * double(nn::binary_cross_entropy_with_logit(z[c], t, scale * w, &dz[c]));
+          right += c >= batch_ ? z[c] > value_type(0) : z[c] < value_type(0);
+        }
+        return {sum / double(rows), double(right) / double(rows)};
+      }
+    }
+    sum = host::binary_cross_entropy_with_logits(z, rows, batch_, scale, dz, right);
     return {sum / double(rows), double(right) / double(rows)};
   }
 
@@ -328,10 +409,13 @@ class executor<System, Step> {
     else
       return discriminator_;
   }
-  // What module M (G_y or G_d) reads: the leading columns of h its scratch is sized for.
+  // What module M (G_y or G_d) reads, on its first `cols` columns: h, or the multilinear map.
   template <module M>
-  matrix_view<const value_type> module_input() const {
-    return matrix_view<const value_type>(features_.output().middle_cols(0, scratch<M>().cols));
+  matrix_view<const value_type> module_input(index_t cols) const {
+    if constexpr (M == module::discriminator && reads_joint)
+      return matrix_view<const value_type>(joint_.middle_cols(0, cols));
+    else
+      return matrix_view<const value_type>(features_.output().middle_cols(0, cols));
   }
 
   // Calls f with the prepared batch: a dense view, a listed sparse view or a dealt one.
@@ -517,6 +601,7 @@ class executor<System, Step> {
   fit_args args_;
   index_t batch_;                      // B
   index_t rows_;                       // rows per batch: B source, then B target with target rows
+  index_t classifier_rows_;            // rows G_y runs on: B, or all rows when the head reads them
   buffer<value_type, System> params_;  // [param_count]: G_f, G_y, G_d
   // Mixed precision: params_ rounded (only its biases are written when products_read_master),
   // else empty.
@@ -542,6 +627,8 @@ class executor<System, Step> {
   stack_scratch<feature_stack> features_;
   stack_scratch<classifier_stack> classifier_;
   stack_scratch<discriminator_stack> discriminator_;
+  // CDAN: softmax(g) [classes, rows], T and δT [classes · features, rows], weights [1, rows].
+  matrix_view<value_type> probabilities_, joint_, joint_gradient_, row_weights_;
   matrix_view<value_type> eval_input_;
   stack_scratch<feature_stack> eval_features_;
   stack_scratch<classifier_stack> eval_classifier_;

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file head/head_base.hpp
+//! @brief What an adaptation head says about itself, with every property's default in one place
+//! (`head::defaults`), and the contract a head policy satisfies (`head_policy`).
+//!
+//! A head says whether the batch holds target rows, whether G_y also runs on them, what G_d
+//! reads (nothing, the features h, or the multilinear map softmax(g) ⊗ h), the weight of its loss
+//! over training (λ), and, as two functions over the step's executor, its forward with its loss
+//! and its backward into δh. The step composes these; nothing DANN-specific sits in the step.
+#pragma once
+#include <dafuse/config.hpp>
+#include <dafuse/core/meta.hpp>
+#include <dafuse/policy/arguments.hpp>
+#include <dafuse/policy/schedule.hpp>
+
+#include <concepts>
+
+namespace dafuse {
+
+//! What the domain discriminator G_d reads.
+enum class discriminator_input {
+  none,         //!< no G_d: it is neither run nor trained
+  features,     //!< h = G_f(x), through the gradient reversal (DANN)
+  multilinear,  //!< T = softmax(G_y(h)) ⊗ h, one [classes · features] column a row (CDAN)
+};
+
+}  // namespace dafuse
+
+namespace dafuse::head {
+
+//! The defaults of every head property: a head derives from this and overrides what it changes.
+//! The defaults describe no adaptation at all.
+struct defaults {
+  using head_tag = void;  //!< fills the head slot
+  //! The batch holds B target rows after the B source rows.
+  static constexpr bool draws_target_rows = false;
+  //! G_y also runs on the target rows (their softmax is read by the head; no label loss there).
+  static constexpr bool classifier_reads_target = false;
+  //! What G_d reads; `none` leaves it untrained and its parameters untouched.
+  static constexpr discriminator_input discriminator_reads = discriminator_input::none;
+  //! Run-time checks of the fields the head reads.
+  static status can_implement(const fit_args&) { return status::ok(); }
+  //! The weight of the head's loss at `now` (λ of the reversal for adversarial heads).
+  static double weight(const fit_args&, progress) { return 0.0; }
+  //! Compile-time checks of the network's shapes the head relies on (static_asserts with a
+  //! `dafuse:` message); true when they hold.
+  template <class Net>
+  static constexpr bool check_network() {
+    return true;
+  }
+};
+
+}  // namespace dafuse::head
+
+namespace dafuse {
+
+//! A head policy: its tag, its schedule, what it reads and trains, its weight and its argument
+//! check. Heads with a discriminator also provide forward(exec, loss_scale) and
+//! backward(exec, weight) over the step's executor (head/dann.hpp shows the shape).
+template <class H>
+concept head_policy = requires(const fit_args& a, progress p) {
+  typename H::head_tag;
+  typename H::schedule_type;
+  { H::draws_target_rows } -> std::convertible_to<bool>;
+  { H::classifier_reads_target } -> std::convertible_to<bool>;
+  { H::discriminator_reads } -> std::convertible_to<discriminator_input>;
+  { H::can_implement(a) } -> std::same_as<status>;
+  { H::weight(a, p) } -> std::convertible_to<double>;
+}
+&&schedule_policy<typename H::schedule_type>;
+
+//! λ and the learning rate of one step.
+struct step_rates {
+  double lambda = 0.0;  //!< the head's weight (the reversal's λ): Head::weight(args, p)
+  double lr = 0.0;      //!< lr₀ · Schedule::lr_factor(p), Schedule the head's schedule_type
+};
+
+//! The rates of step `step_index` of a run of args.steps under head H. The fused and the eager
+//! step both take their rates from here.
+template <class H>
+step_rates scheduled_rates(const fit_args& args, index_t step_index) {
+  const progress now{step_index, args.steps};
+  return {H::weight(args, now), double(args.lr) * H::schedule_type::lr_factor(now)};
+}
+
+}  // namespace dafuse

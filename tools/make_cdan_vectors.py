@@ -1,0 +1,202 @@
+#!/usr/bin/python3
+"""Generate PyTorch reference vectors for two CDAN and two CDAN+E training steps.
+
+Run by hand from the repository root (not part of CI), after installing Debian's
+python3-torch:
+
+    /usr/bin/python3 tools/make_cdan_vectors.py
+
+It writes ``tests/data/torch/cdan_*.npy`` (described in that folder's README.md).
+Deterministic: ``torch.manual_seed(2)``, float32, one thread. The BLAS note of
+tools/make_step_vectors.py applies: the committed files were made with Debian's
+reference BLAS (the script re-executes itself with it first on the library path
+when it is installed); any other BLAS agrees to ~1e-7 relative.
+
+Set-up (CDAN, Long et al. 2018; the conditioning as in the authors' code and tllib)
+------------------------------------------------------------------------------------
+Layers are ``nn.Linear`` with PyTorch's default initialisation, created in this
+order after ``torch.manual_seed(2)``; then every bias (same order) is overwritten
+with ``torch.randn(n) * 0.1``, and gy's weight is multiplied by 8 so that the
+rows' softmax entropies, and so CDAN+E's weights, differ (they span about 1.0-1.9
+before normalising; the script prints them).
+
+* G_f: gf0 = Linear(6, 8) -> ReLU -> gf1 = Linear(8, 5) -> ReLU: h, 5 features.
+* G_y: gy = Linear(5, 3): 3 class logits z.
+* G_d: gd0 = Linear(15, 4) -> ReLU -> gd1 = Linear(4, 1): one domain logit, read
+  from the multilinear map T = g (x) h (15 values a row, T[c*5 + j] = g_c * h_j).
+
+Batch (drawn after the bias overwrite): x_source [4, 6] randn; y_source [4]
+randint(0, 3) (at least two classes); x_target [4, 6] randn + 0.5.
+
+One step:
+* h = G_f(cat(x_source, x_target)), 8 rows, source first; z = G_y(h) on all 8.
+* loss_y = CrossEntropy(mean)(z[:4], y_source).
+* g = softmax(z).detach(); T = bmm(g[:, :, None], h[:, None, :]).view(8, 15).
+* d = G_d(GRL(T)), GRL the identity forward and -lambda times the gradient
+  backward, lambda = 0.7.
+* loss_d = BCEWithLogits(d, t, weight=w, reduction=mean), t = 0 for source rows
+  and 1 for target rows; w = 1 for CDAN; for CDAN+E w_i = 1 + exp(-H(g_i))
+  normalised to sum to 8, H(g) = logsumexp(z) - sum_c g_c z_c (the exact entropy;
+  tllib adds 1e-5 inside its log), w a constant for the gradient.
+* total = loss_y + loss_d; backward().
+* SGD(lr=0.1, momentum=0.9, weight_decay=1e-3) over G_f, G_y, G_d in that order,
+  no clipping; two steps on the same batch.
+
+Files, for V in (cdan, cdan_e) and k in (1, 2), layouts as make_step_vectors.py's
+(weights [out, in] row-major, flattened in parameter order gf0.w, gf0.b, gf1.w,
+gf1.b, gy.w, gy.b, gd0.w, gd0.b, gd1.w, gd1.b: 192 values):
+* cdan_initial_params.npy, cdan_param_shapes.npy (int32 [10, 2]),
+  cdan_x_source.npy, cdan_y_source.npy (int32), cdan_x_target.npy,
+  cdan_hyper.npy [4]: lambda, lr, momentum, weight_decay;
+* V_step{k}_losses.npy [3]: loss_y, loss_d, global L2 norm of the raw gradients,
+  at the parameters before step k;
+* V_step{k}_grads.npy: the raw gradients of step k (before weight decay);
+* V_step{k}_params.npy: the parameters after step k.
+
+Self-check (nothing saved): each variant is repeated in float64 from the same
+initial values and must agree with float32 to 1e-4 relative.
+"""
+
+import os
+import sys
+import sysconfig
+
+_ANY_BLAS = "DAFUSE_VECTORS_ANY_BLAS"
+_REEXEC = "DAFUSE_VECTORS_REEXEC"
+
+
+def _use_reference_blas():
+    if os.environ.get(_ANY_BLAS) or os.environ.get(_REEXEC):
+        return
+    multiarch = sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu"
+    dirs = [f"/usr/lib/{multiarch}/blas", f"/usr/lib/{multiarch}/lapack"]
+    if not os.path.exists(os.path.join(dirs[0], "libblas.so.3")):
+        return
+    env = dict(os.environ)
+    env[_REEXEC] = "1"
+    old = env.get("LD_LIBRARY_PATH")
+    env["LD_LIBRARY_PATH"] = ":".join(dirs + ([old] if old else []))
+    print("re-executing with the reference (netlib) BLAS", flush=True)
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+if __name__ == "__main__":
+    _use_reference_blas()
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+LAMBDA = 0.7
+LR = 0.1
+MOMENTUM = 0.9
+WEIGHT_DECAY = 1e-3
+BATCH = 4
+WEIGHT_SHARPENING = 8.0
+OUT_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                        "..", "tests", "data", "torch"))
+
+
+class GradReverse(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, lam):
+        ctx.lam = lam
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return -ctx.lam * grad, None
+
+
+def make_layers():
+    torch.manual_seed(2)
+    layers = [nn.Linear(6, 8), nn.Linear(8, 5), nn.Linear(5, 3), nn.Linear(15, 4),
+              nn.Linear(4, 1)]
+    with torch.no_grad():
+        for layer in layers:
+            layer.bias.copy_(torch.randn(layer.bias.shape[0]) * 0.1)
+        # Sharper logits, so that the rows' softmax entropies (CDAN+E's weights) differ.
+        layers[2].weight.mul_(WEIGHT_SHARPENING)
+    x_source = torch.randn(BATCH, 6)
+    y_source = torch.randint(0, 3, (BATCH,))
+    assert len(set(y_source.tolist())) >= 2
+    x_target = torch.randn(BATCH, 6) + 0.5
+    return layers, x_source, y_source, x_target
+
+
+def flat(tensors):
+    return torch.cat([t.detach().reshape(-1) for t in tensors])
+
+
+def two_steps(initial, x_source, y_source, x_target, entropy, dtype):
+    gf0, gf1, gy, gd0, gd1 = [nn.Linear(i, o).to(dtype) for i, o in
+                              ((6, 8), (8, 5), (5, 3), (15, 4), (4, 1))]
+    params = [p for layer in (gf0, gf1, gy, gd0, gd1) for p in (layer.weight, layer.bias)]
+    with torch.no_grad():
+        for p, v in zip(params, initial):
+            p.copy_(v.to(dtype))
+    opt = torch.optim.SGD(params, lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+    x = torch.cat([x_source, x_target]).to(dtype)
+    t = torch.cat([torch.zeros(BATCH, 1), torch.ones(BATCH, 1)]).to(dtype)
+    out = []
+    for _ in range(2):
+        opt.zero_grad()
+        h = torch.relu(gf1(torch.relu(gf0(x))))
+        z = gy(h)
+        loss_y = F.cross_entropy(z[:BATCH], y_source)
+        g = F.softmax(z, dim=1).detach()
+        joint = torch.bmm(g.unsqueeze(2), h.unsqueeze(1)).view(2 * BATCH, -1)
+        d = gd1(torch.relu(gd0(GradReverse.apply(joint, LAMBDA))))
+        if entropy:
+            zd = z.detach()
+            h_g = torch.logsumexp(zd, dim=1) - (g * zd).sum(dim=1)
+            w = 1.0 + torch.exp(-h_g)
+            w = (w / w.sum() * (2 * BATCH)).view(-1, 1)
+            if dtype == torch.float32:
+                print("CDAN+E row weights:", " ".join(f"{float(v):.3f}" for v in w))
+            loss_d = F.binary_cross_entropy_with_logits(d, t, weight=w)
+        else:
+            loss_d = F.binary_cross_entropy_with_logits(d, t)
+        (loss_y + loss_d).backward()
+        grads = flat([p.grad for p in params])
+        norm = torch.linalg.vector_norm(grads)
+        opt.step()
+        out.append((torch.stack([loss_y.detach(), loss_d.detach(), norm]), grads,
+                    flat(params)))
+    return out
+
+
+def main():
+    torch.set_num_threads(1)
+    layers, x_source, y_source, x_target = make_layers()
+    initial = [t.detach().clone() for layer in layers for t in (layer.weight, layer.bias)]
+    shapes = np.array([[t.shape[0], t.shape[1] if t.dim() == 2 else 1] for t in initial],
+                      dtype=np.int32)
+    os.makedirs(OUT_DIR, exist_ok=True)
+
+    def save(name, value):
+        np.save(os.path.join(OUT_DIR, name + ".npy"), value)
+
+    save("cdan_initial_params", flat(initial).numpy().astype(np.float32))
+    save("cdan_param_shapes", shapes)
+    save("cdan_x_source", x_source.numpy().astype(np.float32))
+    save("cdan_y_source", y_source.numpy().astype(np.int32))
+    save("cdan_x_target", x_target.numpy().astype(np.float32))
+    save("cdan_hyper", np.array([LAMBDA, LR, MOMENTUM, WEIGHT_DECAY], dtype=np.float32))
+    for variant, entropy in (("cdan", False), ("cdan_e", True)):
+        single = two_steps(initial, x_source, y_source, x_target, entropy, torch.float32)
+        double = two_steps(initial, x_source, y_source, x_target, entropy, torch.float64)
+        for k, ((losses, grads, params), (l64, g64, p64)) in enumerate(zip(single, double), 1):
+            for a, b in ((losses, l64), (grads, g64), (params, p64)):
+                scale = max(1.0, float(b.abs().max()))
+                assert float((a.double() - b).abs().max()) <= 1e-4 * scale, variant
+            save(f"{variant}_step{k}_losses", losses.numpy().astype(np.float32))
+            save(f"{variant}_step{k}_grads", grads.numpy().astype(np.float32))
+            save(f"{variant}_step{k}_params", params.numpy().astype(np.float32))
+            print(f"{variant} step {k}: loss_y {float(losses[0]):.6f} loss_d "
+                  f"{float(losses[1]):.6f} norm {float(losses[2]):.6f}")
+
+
+if __name__ == "__main__":
+    main()
