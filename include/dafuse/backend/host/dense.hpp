@@ -114,7 +114,7 @@ void check_columns(const Input& x, const stack_scratch<Stack, T>& s) {
 
 //! y = W·x for a layer's dense input x: [in, n], split among threads as the layer's other products
 //! are (layer_split: by W's columns, when that pays), each finished block of y passed to `finish`
-//! (gemm.hpp's finishers: forward() adds the bias and applies the activation there).
+//! (partition.hpp's finishers: forward() adds the bias and applies the activation there).
 template <class Layer, class T, class Products, class Finish = no_finish>
 void input_product(Products& ws, const T* w, matrix_view<const T> x, T* y, Finish&& finish = {}) {
   ws.template product<op::none, op::none>(
@@ -145,15 +145,15 @@ template <class Input, class T>
 inline constexpr bool is_sparse_input = std::is_same_v<Input, sparse_matrix_view<const T>> ||
                                         std::is_same_v<Input, dealt_sparse_batch<T>>;
 
-//! A product finisher (gemm.hpp) for a gradient: rounds a finished block of ∂L/∂W (or ∂L/∂b) to
-//! the stored format and returns its squared norm. The thread that wrote the block runs it while
+//! A product finisher (partition.hpp) for a gradient: rounds a finished block of ∂L/∂W (or ∂L/∂b)
+//! to the stored format and returns its squared norm. The thread that wrote the block runs it while
 //! the block is in its own cache. One core reading every gradient after the product fetched the
 //! other core's half of each: office-head's fp32 step took 3.35 ms that way against 3.21 ms.
 //! Gradients are stored in the narrow format too: a scaled fp16 gradient that does not fit becomes
 //! ±Inf here, and the norm reports the overflow. The step's norm is then a sum of per-block norms:
 //! the same for a given thread count, but not to the last bit across thread counts (nor is a
 //! clipping scale computed from it). Without rounding it only sums squares, which the blocked
-//! kernels then do from their registers as they store ∂L/∂W (gemm.hpp's squares_finisher).
+//! kernels then do from their registers as they store ∂L/∂W (partition.hpp's squares_finisher).
 template <class Products>
 struct finish_gradient {
   static constexpr bool sums_squares = !Products::rounds;
@@ -363,8 +363,8 @@ void multiply_by_derivative(T* dy, const T* y, index_t rows, index_t cols, index
   }
 }
 
-//! The finishers (gemm.hpp) that run those two passes on each block of a product's C as soon as
-//! the thread that wrote the block has finished it, while the block is in that core's cache,
+//! The finishers (partition.hpp) that run those two passes on each block of a product's C as soon
+//! as the thread that wrote the block has finished it, while the block is in that core's cache,
 //! rather than as a pass of their own after the product. A pass of its own ran on one thread
 //! while the other waited, and drew the other core's half of C across (which that core then drew
 //! back for the next product): see docs/benchmarks.md, "Each block finished where it was written".

@@ -6,9 +6,9 @@
 //! `gemm_bf16` computes what `gemm` (gemm.hpp) does, C = α·op(A)·op(B) + β·C on fp32 matrices,
 //! except that every element of A and B is rounded to bf16 (round to nearest even, as
 //! `round_to_bf16` in core/half.hpp) on its way into the packing buffers, or as thin_product
-//! (gemm.hpp) reads it. A product of two bf16
-//! values has at most 16 significant bits, so it is exact in fp32; only the fp32 sums round. This
-//! is what precision::bf16 means for a product, and what a bf16 tensor core computes.
+//! (thin_products.hpp) reads it. A product of two bf16 values has at most 16 significant bits, so
+//! it is exact in fp32; only the fp32 sums round. This is what precision::bf16 means for a product,
+//! and what a bf16 tensor core computes.
 //!
 //! With AVX512-BF16 (`__AVX512BF16__`, e.g. g++ -march=native on Zen 4/5 or Sapphire Rapids) the
 //! product runs on `vdpbf16ps`, which multiplies 16 pairs of bf16 values and adds both products to
@@ -22,7 +22,8 @@
 //! One difference between the two paths: `vcvtne2ps2bf16` and `vdpbf16ps` treat subnormal inputs
 //! as zero and flush subnormal results (DAZ/FTZ are implied by the instructions, whatever MXCSR
 //! says), so magnitudes below 2^-126 (1.2e-38) count as zero on the native path's kernel only;
-//! thin products (a side of 1, gemm.hpp) keep them, and may give −0 where the kernel gives +0.
+//! thin products (a side of 1, thin_products.hpp) keep them, and may give −0 where the kernel
+//! gives +0.
 #pragma once
 #include <dafuse/config.hpp>
 

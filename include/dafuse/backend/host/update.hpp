@@ -2,7 +2,7 @@
 //! @file backend/host/update.hpp
 //! @brief The one pass over all parameters that applies clipping and the optimizer update.
 #pragma once
-#include <dafuse/backend/host/gemm.hpp>
+#include <dafuse/backend/host/partition.hpp>
 #include <dafuse/backend/host/team.hpp>
 #include <dafuse/config.hpp>
 #include <dafuse/core/error.hpp>
@@ -92,8 +92,8 @@ struct update_region {
 };
 
 //! A weight matrix among the parameters: [rows, cols] column-major from parameter `begin`, and
-//! how the product that wrote its gradient split it among threads (gemm.hpp's split_for), or, for
-//! a sparse first layer whose features are dealt among threads (sparse.hpp), the deal.
+//! how the product that wrote its gradient split it among threads (partition.hpp's split_for), or,
+//! for a sparse first layer whose features are dealt among threads (sparse.hpp), the deal.
 struct weight_block {
   index_t begin = 0, rows = 0, cols = 0;
   detail::product_split split;
