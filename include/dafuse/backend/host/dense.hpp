@@ -147,8 +147,8 @@ inline constexpr bool is_sparse_input = std::is_same_v<Input, sparse_matrix_view
 
 //! A product finisher (partition.hpp) for a gradient: rounds a finished block of ∂L/∂W (or ∂L/∂b)
 //! to the stored format and returns its squared norm. The thread that wrote the block runs it while
-//! the block is in its own cache. One core reading every gradient after the product fetched the
-//! other core's half of each: office-head's fp32 step took 3.35 ms that way against 3.21 ms.
+//! the block is in its own cache: one core reading every gradient after the product would fetch
+//! the other core's half of each.
 //! Gradients are stored in the narrow format too: a scaled fp16 gradient that does not fit becomes
 //! ±Inf here, and the norm reports the overflow. The step's norm is then a sum of per-block norms:
 //! the same for a given thread count, but not to the last bit across thread counts (nor is a
@@ -173,10 +173,10 @@ struct finish_gradient {
 //! out(i) = Σ_j m(i, j), bit for bit what Eigen 3.4's `out = m.rowwise().sum()` writes, faster.
 //!
 //! Why not Eigen's: on a column-major m it reduces one packet of rows at a time across all the
-//! columns, one cache line per column 4 KiB apart for a 1024-row m: 12.7 µs for [1024, 64] on one
-//! thread. But its order is what the demo's headline was measured with, and a loop adding a column
-//! at a time (2.0 µs) changes the last bits, which moved the demo's DANN accuracy from 61.93 ±
-//! 2.16 % to 58.91 ± 2.87 % (adversarial training amplifies them; docs/demo.md). So this keeps
+//! columns, one cache line per column 4 KiB apart for a 1024-row m. But its order is what the
+//! demo's headline was measured with, and a loop adding a column at a time changes the last bits,
+//! which moved the demo's DANN accuracy (adversarial training amplifies them; docs/benchmarks.md,
+//! "Each block finished where it was written"). So this keeps
 //! Eigen's order exactly and only changes how much of m is in flight: the rows Eigen gives its
 //! vectorised path (its assignment loop starts them where `out` is aligned to a packet and ends
 //! them at the last whole packet) are each summed as Eigen's packetwise reduction does,

@@ -69,9 +69,6 @@ namespace detail {
 // independent sums hide the instruction's latency. 32 zmm registers leave no room for 14 columns
 // plus prefetched A. kc = 512 keeps a packed [kc, nr] micro-panel of B in L1 (12 KiB of 48) and
 // mc = 256 a packed [mc, kc] block of A in L2 (256 KiB of 1 MiB on Zen 5).
-// Measured on one Zen 5 core (bench/gemm_bf16): 350-385 GFLOP/s for the step's [256, *] products
-// and 512³, 80-90% of the 415-439 GFLOP/s of the bench's register-only vdpbf16ps loop;
-// kc ∈ {256, 768} or mc ∈ {128, 512} were 5-10% slower at 1024³.
 inline constexpr index_t bf16_mr = 32;
 inline constexpr index_t bf16_nr = 12;
 inline constexpr index_t bf16_kc = 512;
@@ -144,9 +141,8 @@ void pack_panel(
 //! C[0:mv, 0:nv] = α·Ã·B̃ + β·C for one [16·Vectors, nr] tile (β = 0: C is not read). `a`:
 //! `pairs` k-pairs of 16·Vectors rows; `b`: `pairs` k-pairs of nr columns, as pack_panel writes
 //! them. Vectors = 2 is the main tile; Vectors = 1 serves a last panel of at most 16 rows, which
-//! would waste more than half of a 32-row tile (the [10, 256]·[256, 128] head product: 94 → 136
-//! GFLOP/s on one Zen 5 core). Not inlined, as fp32_micro_kernel (gemm_fp32.hpp): GCC inlined it
-//! into blocked_product once store_tile could also sum squares.
+//! would waste more than half of a 32-row tile. Not inlined, as fp32_micro_kernel
+//! (gemm_fp32.hpp): GCC inlined it into blocked_product once store_tile could also sum squares.
 template <int Vectors>
 [[gnu::noinline]] void micro_kernel(index_t pairs,
                                     const std::uint32_t* a,

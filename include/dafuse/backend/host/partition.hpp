@@ -24,11 +24,7 @@ namespace dafuse::backend::host {
 enum class op { none, transpose };
 
 //! Products below this many floating-point operations run on one thread: a parallel region and
-//! operands moving between the cores' caches cost more than half of a smaller product. Measured
-//! on 2 cores (median step, OMP_NUM_THREADS=2, products split along C's longer side): the
-//! digits-mlp DANN step (784-256-256, B = 64 + 64) takes 1.63 ms with every product on one
-//! thread and 1.02 ms with this threshold (2^20 and 2^22 measured the same); office-head
-//! (2048-256, G_d 256-1024-1024) 5.1 ms against 4.3 ms.
+//! operands moving between the cores' caches cost more than half of a smaller product.
 inline constexpr double gemm_parallel_flops = double(1 << 24);
 
 //! Which dimension of C[m, n] = op(A)[m, k]·op(B)[k, n] a split divides among threads: C's rows,
@@ -70,8 +66,7 @@ struct product_split {
 };
 
 //! Products of fewer multiply-adds stay on the kernel, whose packing rounds and lays out the
-//! operands in vector loops: thin_product's scalar tails took longer there (moons' 15 → 1 layer:
-//! its bf16 step 13 µs against 9 µs on the kernel).
+//! operands in vector loops, where thin_product's scalar tails take longer.
 inline constexpr double thin_product_min_terms = 4096;
 
 //! Whether C[m, n] = op(A)[m, k]·op(B)[k, n] runs as thin_product rather than on the kernel.
@@ -113,17 +108,14 @@ inline constexpr index_t line_values = index_t(64 / sizeof(T));
 //! Why: on 2 cores a cache line that both have read since it was last written is slow to write
 //! (see docs/benchmarks.md, "Cache lines both cores hold"). Split by the longer side of each C,
 //! the forward y = W·x read W by its rows and the other two products by its columns, so the
-//! update wrote half of W's lines from the core that had not read them last: office-head's update
-//! took 0.60 ms that way, 0.33 ms with the columns kept together (the whole step 3.34 → 2.85 ms).
+//! update wrote half of W's lines from the core that had not read them last.
 //! W's columns are its contiguous runs, so a block of them is a block of whole cache lines when a
 //! column is (out·sizeof(T) a multiple of 64 bytes, the weights aligned), and at most one line
 //! at each end of the block is shared otherwise.
 //!
 //! The blocks are as even as whole cache lines of the input gradient's rows allow (its blocks of
-//! rows then share no line), not whole register tiles: digits-mlp's first layer (784 inputs) split
-//! 400 + 384 rather than 416 + 368, and its step took 723 against 729 µs (medians of eight
-//! alternated runs, OMP_NUM_THREADS=2). A block that ends part-way through a tile of the input
-//! gradient finishes it with a narrower tile.
+//! rows then share no line), not whole register tiles: 784 inputs split 400 + 384, not 416 + 368;
+//! a block that ends part-way through a tile of the input gradient finishes it with a narrower one.
 struct layer_split {
   detail::product_split forward;          //!< y[out, n] = W·x: along the terms, W's columns
   detail::product_split weight_gradient;  //!< ∂L/∂W[out, in] = δz·xᵀ: along its columns
@@ -178,9 +170,7 @@ struct no_finish {
 //! values, and calls the finisher only where it cannot (a split along the terms, the thin and
 //! in-place paths, Eigen's kernel). Why: dense.hpp's finish_gradient read each thread's block of
 //! a weight gradient back from memory for its squared norm, 2 MiB of it for office-head's
-//! [1024, 1024] ∂L/∂W; its three weight-gradient products took 44 µs a step longer with that
-//! finisher than with none (a throwaway program, two threads, 355.8 against 332.3 µs for the
-//! largest). The sum is added in another order, so it may differ in the last bits.
+//! [1024, 1024] ∂L/∂W. The sum is added in another order, so it may differ in the last bits.
 template <class Finish>
 concept squares_finisher = requires {
   requires std::remove_cvref_t<Finish>::sums_squares;
@@ -244,12 +234,9 @@ class split_room {
 //!
 //! Why columns: a block of C's columns is one contiguous run, where a block of its rows is a
 //! run of every column, interleaved with the other threads' runs, and on 2 cores each core's
-//! hardware prefetcher then draws in lines the other core is writing. Measured (two threads
-//! summing [256, 128] partial sums over 256 terms, then a ReLU over their block): 76.5 µs by
-//! rows against 55.9 µs by columns, and 62.5 against 55.6 µs without the ReLU; [1024, 64] over
-//! 1024 terms, 530.6 against 506.3 µs. The next layer then reads part of its input from the other
-//! core, which costs less: the digits-mlp step 843 → 831 µs, office-head 2651 → 2592 µs (both
-//! with the layer's bias and activation as the finisher; OMP_NUM_THREADS=2).
+//! hardware prefetcher then draws in lines the other core is writing. The next layer then reads
+//! part of its input from the other core, which costs less (docs/benchmarks.md, "Each block
+//! finished where it was written").
 //! A team smaller than the split (OMP_THREAD_LIMIT, nested regions) runs several blocks per thread.
 template <op OpA, op OpB, class T, class Block, class Finish>
 double split_product(const product_split& split,

@@ -16,10 +16,8 @@ namespace detail {
 // ---- Products with a side of 1 ----------------------------------------------------------------
 // A layer with one output (every discriminator's last) makes products with m = 1 (its forward
 // and its weight gradient) and k = 1 (its input gradient, an outer product). The blocked kernel
-// pads such a product to whole [32, 12] tiles and packs both operands for it: office-head's three
-// took 86 µs a step there (OMP_NUM_THREADS=2), and take 14 µs on one thread and 47 µs on two here,
-// most of it the outer product's writes (below). `load` is what a product does to each operand
-// value as it reads it: nothing, or gemm_bf16's rounding.
+// would pad such a product to whole [32, 12] tiles and pack both operands for it. `load` is what a
+// product does to each operand value as it reads it: nothing, or gemm_bf16's rounding.
 
 //! C(0, j) = α·x·y(:, j) + β·C(0, j) for j < n: a row x[k] (x(l) at x[l·xs]) times a matrix
 //! y[k, n] (y(l, j) at y[l·yl + j·yj]); C(0, j) at c[j·cs]. β = 0 does not read C.
@@ -97,9 +95,7 @@ void thin_product(index_t m,
     // The outer product C(i, j) = α·(A(i)·B(j)) + β·C(i, j), a column of C at a time. β and
     // A's stride are tested outside the loops, which are then plain vector loops. C is usually
     // a gradient both cores read in the last step, and each line's write waits for the other
-    // core to drop its copy: its columns are asked for two ahead (prefetch_lines). On 2
-    // threads digits-mlp's [256, 128] took 22 µs without and 18 µs with, office-head's [1024, 64]
-    // 44 and 39 µs (on one thread, office-head's takes 5.5 µs).
+    // core to drop its copy: its columns are asked for two ahead (prefetch_lines).
     constexpr index_t ahead = 2;
     for (index_t j = 0; j < std::min(ahead, n); ++j) prefetch_lines<true>(c + j * ldc, m);
     const auto columns = [&](auto a_at) {

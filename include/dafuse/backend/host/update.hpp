@@ -20,30 +20,12 @@
 namespace dafuse::backend::host {
 
 //! From this many parameters the update runs on every OpenMP thread, each on its part (see
-//! update_parameters). The pass is memory-bound (one read of each gradient, one read-modify-write
-//! of each parameter and its state: 20 bytes per parameter with SGD momentum), and one core cannot
-//! draw the memory bandwidth that two can. Measured in a step (2 cores, OMP_NUM_THREADS=2, the
-//! profiler's update phase, SGD momentum): office-head, 1.84 M parameters, 1.48-1.69 ms on one
-//! thread against 0.79-0.83 ms on two; digits-mlp, 270 k, 0.25 ms against 0.14 ms.
-//!
-//! That holds when the step's products have just run on the same threads. A step with no parallel
-//! region before its update (a sparse first layer and small dense layers: the amazon
-//! configuration, 500 k parameters) pays for waking the OpenMP team and for the parameters then
-//! sitting in the other core's cache at the next forward: 79-87 µs on one thread against
-//! 192-225 µs split. Such a step passes split = false. (A sparse step on several threads now deals
-//! its batch among them by feature, and each thread updates the columns of W its part of the
-//! batch read and wrote: backend/host/sparse.hpp.)
+//! update_parameters): the pass is memory-bound, and one core cannot draw the bandwidth two can.
 inline constexpr index_t update_parallel_min = index_t(1) << 17;
 
-//! The update runs in chunks of this many parameters; before each it asks for the cache lines of
-//! the parameters and their state update_prefetch_bytes further on, for writing (PREFETCHW on
-//! x86). On 2 cores a parameter that both cores have read since it was last written (the forward
-//! and backward products read the weights with different splits) is in both caches, and each
-//! core's first write to such a line waits for the other's copy to be invalidated. Asked early,
-//! those invalidations overlap. Measured (1.84 M parameters, SGD momentum, 2 threads, lines read
-//! by both cores first): 1.0 ms without the prefetch against 0.54-0.60 ms with it, 0.29 against
-//! 0.18-0.19 ms when only one core holds them; in the step (OMP_NUM_THREADS=2, the profiler's
-//! update phase) office-head's update takes 0.68-0.78 ms against 0.49-0.60 ms.
+//! The update runs in chunks of this many parameters, and before each asks for the lines
+//! update_prefetch_bytes further on for writing (PREFETCHW): a line both cores have read waits for
+//! the other core's copy to be invalidated at its first write, and asked for early those overlap.
 inline constexpr index_t update_chunk = 256;
 inline constexpr index_t update_prefetch_bytes = 2048;
 
@@ -68,7 +50,8 @@ std::pair<index_t, index_t> thread_slice(index_t first, index_t last, index_t t,
 //! Runs f(b, e) over the slices of [first, last), on every OpenMP thread with `split` from
 //! update_parallel_min values of T on (the OpenMP system), else as one slice on the calling
 //! thread: for passes over all parameters, which are memory-bound like the update (and, like
-//! it, better on one thread in a step with no other parallel region: see update_parallel_min).
+//! it, better on one thread in a step with no other parallel region, which would wake the team and
+//! leave the parameters in the other core's cache; such a step passes split = false).
 template <class System, class T, class F>
 void for_each_slice(index_t first, index_t last, F&& f, bool split = true) {
   if constexpr (std::is_same_v<System, system::omp>) {
@@ -144,9 +127,8 @@ void for_each_owned_run(
 //! wrote, and the first thread everything else (the biases); without `weights`, equal slices.
 //!
 //! Each parameter's update reads only its own values, so the result is the same however the
-//! range is split. The loops are plain loops that the compiler vectorises: thrust::for_each on
-//! the OpenMP system over a counting iterator was 4-5× slower than one thread's plain loop here
-//! (1.84 M parameters: 1.7 ms against 0.33-0.49 ms).
+//! range is split. The loops are plain loops that the compiler vectorises (thrust::for_each on
+//! the OpenMP system over a counting iterator was slower than one thread's plain loop).
 template <class Optim, class System, class T, std::size_t Regions>
 void update_parameters(T* params,
                        const T* grads,
