@@ -15,6 +15,7 @@
 
 #include <dafuse/backend/host/gemm.hpp>
 #include <dafuse/backend/host/sparse.hpp>
+#include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
@@ -220,7 +221,7 @@ void row_sums(const matrix_map<T>& m, T* out) {
         for (index_t r = 0; r < count; ++r) s[r] = s[r] + col[j * ld + r0 + r];
       for (index_t r = 0; r < count; ++r) out[r0 + r] = s[r];
     };
-    constexpr index_t row_block = 4 * lanes;
+    constexpr index_t row_block = detail::row_sums_packets * lanes;
     index_t r0 = first;
     for (; r0 + row_block <= last; r0 += row_block)
       sum_rows(r0, std::integral_constant<index_t, row_block>{});

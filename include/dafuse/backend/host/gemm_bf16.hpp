@@ -29,6 +29,7 @@
 
 #include <dafuse/backend/host/gemm.hpp>
 #include <dafuse/backend/host/simd.hpp>
+#include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/half.hpp>
 #include <dafuse/core/meta.hpp>
@@ -67,13 +68,9 @@ namespace detail {
 // The micro-kernel keeps a [32, 12] tile of C in 24 zmm registers (two per column), loads one
 // k-pair of A as two zmm and broadcasts 12 k-pairs of B: 24 vdpbf16ps per 14 loads, and 24
 // independent sums hide the instruction's latency. 32 zmm registers leave no room for 14 columns
-// plus prefetched A. kc = 512 keeps a packed [kc, nr] micro-panel of B in L1 (12 KiB of 48) and
-// mc = 256 a packed [mc, kc] block of A in L2 (256 KiB of 1 MiB on Zen 5).
+// plus prefetched A. The blocks kc, mc and nc are tuned (tuning.hpp).
 inline constexpr index_t bf16_mr = 32;
 inline constexpr index_t bf16_nr = 12;
-inline constexpr index_t bf16_kc = 512;
-inline constexpr index_t bf16_mc = 256;
-inline constexpr index_t bf16_nc = 3072;
 
 inline __m512bh as_bh(__m512i v) {
   return (__m512bh)v;

@@ -26,6 +26,7 @@
 #include <dafuse/config.hpp>
 
 #include <dafuse/backend/host/simd.hpp>
+#include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/core/meta.hpp>
 
 #include <algorithm>
@@ -45,13 +46,10 @@ inline constexpr bool fp32_products_native = DAFUSE_GEMM_FP32_NATIVE != 0;
 namespace detail {
 
 // ---- Blocking ---------------------------------------------------------------------------------
-// kc = 256 keeps a packed [kc, nr] micro-panel of B in L1 (12 KiB of 48) while the packed [mc, kc]
-// block of A (mc = 192: 192 KiB) streams from L2 (1 MiB).
+// The register tile [mr, nr] (see fp32_micro_kernel); the blocks kc, mc and nc are tuned
+// (tuning.hpp).
 inline constexpr index_t fp32_mr = 32;
 inline constexpr index_t fp32_nr = 12;
-inline constexpr index_t fp32_kc = 256;
-inline constexpr index_t fp32_mc = 192;
-inline constexpr index_t fp32_nc = 3072;
 
 //! One thread's packing buffers for fp32 products: a [mc, kc] block of A and a [kc, nc] of B.
 using fp32_panels = packed_panels<float>;
@@ -131,7 +129,7 @@ struct a_in_place {
 //! fp32_kernel::packs_a_in_first_tiles).
 template <int Vectors>
 struct packing_a : a_in_place<Vectors> {
-  static constexpr index_t distance = 16;
+  static constexpr index_t distance = fp32_pack_a_distance;
   index_t k;
   float* out;
   packing_a(const float* source_, index_t ld_, index_t k_, index_t count, float* out_)
@@ -245,16 +243,12 @@ void with_tile_shape(index_t rows, index_t cols, Tile&& tile) {
     with_tile_columns<2>(cols, tile);
 }
 
-//! fp32_product_transposed_a_in_place reads A in place from this size on (bytes of the A it is
-//! given): half the L2 of this project's Zen 5 cores (1 MiB). A smaller A is packed from L2,
-//! which costs about what the in-place product's transposes of B and of C's blocks do.
-inline constexpr double fp32_in_place_min_bytes = 512.0 * 1024;
-
 //! C[m, n] = α·Aᵀ·B + β·C (A is [k, m], B is [k, n], all column-major) on one thread, reading A in
 //! place: computed as its transpose Cᵀ = Bᵀ·A with B packed whole as the kernel's A operand and
 //! A's columns, each a contiguous run along k, broadcast straight from memory as the kernel's B.
 //! Blocks of Cᵀ's columns are summed in `p.a` and transposed into C's rows. Returns false, doing
-//! nothing, unless A has fp32_in_place_min_bytes or more, n fits in one [mc, kc] block of
+//! nothing, unless A has fp32_in_place_min_bytes or more (a smaller A is packed from L2 for about
+//! what the transposes of B and of C's blocks cost here), n fits in one [mc, kc] block of
 //! blocked_product's A (Bᵀ's [n, kc] blocks then stream from L2 past each micro-panel of A's
 //! columns, as A's blocks do there), all of Bᵀ fits in `p.b` and a block of 12 columns of Cᵀ in
 //! `p.a`; blocked_product then runs it.
@@ -371,10 +365,13 @@ struct fp32_kernel {
   static constexpr index_t mr = fp32_mr, nr = fp32_nr;
   static constexpr index_t steps(index_t kc) { return kc; }
   //! Whether a block of A of `kc` terms, its columns contiguous, is packed by its panels' first
-  //! tiles (tile_packing_a) rather than ahead of them (blocked_product). Not below 128 terms: a
-  //! first tile's first packing_a::distance steps read lines not asked for ahead, which over 64
-  //! terms (office-head's weight gradients, k = the 64 samples) costs more than the copy it hides.
-  static constexpr bool packs_a_in_first_tiles(index_t kc) { return kc >= 128; }
+  //! tiles (tile_packing_a) rather than ahead of them (blocked_product). Not below
+  //! fp32_pack_a_in_tiles_min_terms: a first tile's first packing_a::distance steps read lines not
+  //! asked for ahead, which over 64 terms (office-head's weight gradients, k = the 64 samples)
+  //! costs more than the copy it hides.
+  static constexpr bool packs_a_in_first_tiles(index_t kc) {
+    return kc >= fp32_pack_a_in_tiles_min_terms;
+  }
   template <bool KContiguous>
   static void pack(
       float* out, index_t width, const float* x, index_t ld, index_t count, index_t k) {

@@ -7,6 +7,7 @@
 
 #include <dafuse/backend/host/simd.hpp>
 #include <dafuse/backend/host/team.hpp>
+#include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 
@@ -22,10 +23,6 @@ namespace dafuse::backend::host {
 
 //! Whether a GEMM operand is used as stored or transposed.
 enum class op { none, transpose };
-
-//! Products below this many floating-point operations run on one thread: a parallel region and
-//! operands moving between the cores' caches cost more than half of a smaller product.
-inline constexpr double gemm_parallel_flops = double(1 << 24);
 
 //! Which dimension of C[m, n] = op(A)[m, k]·op(B)[k, n] a split divides among threads: C's rows,
 //! C's columns, or the k terms of every sum (each thread then sums its terms into a partial C,
@@ -65,17 +62,16 @@ struct product_split {
   }
 };
 
-//! Products of fewer multiply-adds stay on the kernel, whose packing rounds and lays out the
-//! operands in vector loops, where thin_product's scalar tails take longer.
-inline constexpr double thin_product_min_terms = 4096;
-
-//! Whether C[m, n] = op(A)[m, k]·op(B)[k, n] runs as thin_product rather than on the kernel.
+//! Whether C[m, n] = op(A)[m, k]·op(B)[k, n] runs as thin_product rather than on the kernel: a
+//! side of 1, and thin_product_min_terms multiply-adds or more (fewer stay on the kernel).
 inline bool is_thin(index_t m, index_t n, index_t k) {
   return (m == 1 || n == 1 || k == 1) &&
          double(m) * double(n) * double(k) >= thin_product_min_terms;
 }
 
-//! Whether a product of m·n·k multiply-adds is worth more than one thread (and is not thin).
+//! Whether a product of m·n·k multiply-adds is worth more than one thread (and is not thin): from
+//! gemm_parallel_flops on, below which a parallel region and operands moving between the cores'
+//! caches cost more than half of the product.
 inline bool splits(index_t m, index_t n, index_t k) {
   return !is_thin(m, n, k) && 2.0 * double(m) * double(n) * double(k) >= gemm_parallel_flops;
 }

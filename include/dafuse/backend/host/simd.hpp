@@ -7,6 +7,7 @@
 //! into micro-panels (Goto & van de Geijn's blocking); a panel read along its contiguous index is
 //! a copy, one read across it is a transpose of 16×16 blocks. Nothing here runs on a GPU.
 #pragma once
+#include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/config.hpp>
 #include <dafuse/core/meta.hpp>
 
@@ -277,10 +278,10 @@ void blocked_product(packed_panels<typename Kernel::packed>& p,
           for (index_t ir = 0; ir < mc; ir += mr) pack_a(ir, 0, kc);
         } else if (!pack_in_tiles) {
           // A column of the block is one contiguous run of mc values across all its panels, and
-          // consecutive columns are lda apart (4 KiB for a 1024-row W). Packing 16 columns of
-          // every panel at a time reads each run whole, where a panel at a time read 2 lines per
-          // column and came back for the next 2. 16 is even, so a chunk starts on a bf16 k-pair.
-          constexpr index_t chunk = 16;
+          // consecutive columns are lda apart (4 KiB for a 1024-row W). Packing pack_a_columns
+          // columns of every panel at a time reads each run whole, where a panel at a time read 2
+          // lines per column and came back for the next 2.
+          constexpr index_t chunk = pack_a_columns;
           static_assert(Kernel::steps(2 * chunk) == 2 * Kernel::steps(chunk),
                         "a chunk of A's columns must start on whole packed steps");
           for (index_t l0 = 0; l0 < kc; l0 += chunk)

@@ -17,6 +17,7 @@
 //! blocks; b += team)`, and `sync()` is a barrier among the team's `team` threads (`#pragma omp
 //! barrier` in an OpenMP region). Values do not depend on which path ran them.
 #pragma once
+#include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/config.hpp>
 #include <dafuse/core/meta.hpp>
 
@@ -217,7 +218,7 @@ class thread_team {
     };
     if (is("passive")) return 0;
     if (is("active")) return INT_MAX;
-    return size > processors ? 1000 : 1 << 18;
+    return size > processors ? detail::team_spins_oversubscribed : detail::team_spins;
   }
 
   int size_;

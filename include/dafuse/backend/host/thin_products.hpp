@@ -6,6 +6,7 @@
 
 #include <dafuse/backend/host/partition.hpp>
 #include <dafuse/backend/host/simd.hpp>
+#include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/core/meta.hpp>
 
 #include <algorithm>
@@ -96,7 +97,7 @@ void thin_product(index_t m,
     // A's stride are tested outside the loops, which are then plain vector loops. C is usually
     // a gradient both cores read in the last step, and each line's write waits for the other
     // core to drop its copy: its columns are asked for two ahead (prefetch_lines).
-    constexpr index_t ahead = 2;
+    constexpr index_t ahead = outer_product_prefetch_columns;
     for (index_t j = 0; j < std::min(ahead, n); ++j) prefetch_lines<true>(c + j * ldc, m);
     const auto columns = [&](auto a_at) {
       for (index_t j = 0; j < n; ++j) {
@@ -129,18 +130,15 @@ struct as_stored {
   }
 };
 
-//! Outer products (k = 1) of at least this many values of C are split by C's columns among the
-//! threads; smaller ones, and every other thin product, run on the calling thread. An outer
-//! product does one multiply per value it writes, and C is usually a gradient both cores read in
-//! the last step, so its time goes to taking the lines back from the other core: two cores
-//! take back their halves at once. (Row blocks would interleave the two cores' writes within
-//! every column: see split_product.)
-inline constexpr index_t thin_parallel_values = index_t(1) << 15;
-
 //! thin_product as gemm() runs it: on the calling thread, or an outer product of at least
 //! thin_parallel_values values split by C's columns among up to scratch.threads threads (blocks
 //! of whole column tiles), `finish` run on each block by the thread that wrote it. Returns the
 //! finishers' shares added in block order. Every value of C comes out the same either way.
+//!
+//! An outer product does one multiply per value it writes, and C is usually a gradient both cores
+//! read in the last step, so its time goes to taking the lines back from the other core: two
+//! cores take back their halves at once. (Row blocks would interleave the two cores' writes within
+//! every column: see split_product.)
 template <op OpA, op OpB, class T, class Load, class Finish>
 double split_thin_product(index_t m,
                           index_t n,

@@ -4,6 +4,7 @@
 #pragma once
 #include <dafuse/backend/host/partition.hpp>
 #include <dafuse/backend/host/team.hpp>
+#include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/config.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
@@ -18,16 +19,6 @@
 #include <utility>
 
 namespace dafuse::backend::host {
-
-//! From this many parameters the update runs on every OpenMP thread, each on its part (see
-//! update_parameters): the pass is memory-bound, and one core cannot draw the bandwidth two can.
-inline constexpr index_t update_parallel_min = index_t(1) << 17;
-
-//! The update runs in chunks of this many parameters, and before each asks for the lines
-//! update_prefetch_bytes further on for writing (PREFETCHW): a line both cores have read waits for
-//! the other core's copy to be invalidated at its first write, and asked for early those overlap.
-inline constexpr index_t update_chunk = 256;
-inline constexpr index_t update_prefetch_bytes = 2048;
 
 //! Prefetches parameters [first, last) and their optimizer state for writing.
 template <class Optim, class T>
@@ -121,10 +112,14 @@ void for_each_owned_run(
 
 //! For every parameter i of every region: g = clamp(grads[i] · scale, −limit, limit), then
 //! Optim's update of params[i] with its state (state_stride apart for each state value).
-//! One read of each gradient, one read-modify-write of each parameter and its state. With
-//! `split` and at least update_parallel_min parameters, every OpenMP thread takes a part: of each
-//! weight matrix in `weights` (ascending, not overlapping) the rows or columns whose gradient it
-//! wrote, and the first thread everything else (the biases); without `weights`, equal slices.
+//! One read of each gradient, one read-modify-write of each parameter and its state, in chunks of
+//! update_chunk, the lines update_prefetch_bytes further on asked for writing (PREFETCHW) before
+//! each: a line both cores have read waits at its first write for the other core's copy to be
+//! invalidated, and asked for early those invalidations overlap. With `split` and at least
+//! update_parallel_min parameters (the pass is memory-bound, and one core cannot draw the
+//! bandwidth two can), every OpenMP thread takes a part: of each weight matrix in `weights`
+//! (ascending, not overlapping) the rows or columns whose gradient it wrote, and the first thread
+//! everything else (the biases); without `weights`, equal slices.
 //!
 //! Each parameter's update reads only its own values, so the result is the same however the
 //! range is split. The loops are plain loops that the compiler vectorises (thrust::for_each on
