@@ -6,6 +6,7 @@
 #include "registry.hpp"
 
 #include <dafuse/dafuse.hpp>
+#include <dafuse/train/svg_plot.hpp>
 
 #include <unistd.h>
 
@@ -465,8 +466,8 @@ int run_model(const config& c, const model_entry& m) {
         panels.push_back({"validator: " + std::string(df::select::name(v)),
                           {"validator " + std::string(df::select::name(v))}});
     }
-    curves.write_svg(c.curves + ".svg",
-                     {.title = "dafuse-train " + std::string(m.name), .panels = panels});
+    df::write_svg(curves, c.curves + ".svg",
+                  {.title = "dafuse-train " + std::string(m.name), .panels = panels});
   }
   if (!c.json.empty()) write_json(c.json, c, m, args, o, d, r, prof);
   return 0;

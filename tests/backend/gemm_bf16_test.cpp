@@ -176,8 +176,9 @@ struct squares_probe {
 };
 
 TEST_CASE("gemm_bf16 adds the squares for a finisher that sums them as the kernel stores C") {
-  // gemm.hpp's squares_finisher: the bf16 kernel sums the squares of C's final values (two blocks
-  // of terms here) from its registers, and the finisher is not called; the portable path calls it.
+  // partition.hpp's squares_finisher: the bf16 kernel sums the squares of C's final values (two
+  // blocks of terms here) from its registers, and the finisher is not called; the portable path
+  // calls it.
   for (int threads : {1, 2}) {
     CAPTURE(threads);
     const index_t m = 301, n = 250, k = 700;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tests for backend/host/gemm.hpp (and the AVX-512 fp32 kernel of gemm_fp32.hpp behind it)
+// Tests for backend/host/gemm.hpp (with the partition.hpp and thin_products.hpp it includes, and
+// the AVX-512 fp32 kernel of gemm_fp32.hpp behind it)
 // against a naive product in double: fp32 and fp64, all four op combinations, sizes that are no
 // multiple of any register tile or block, leading dimensions larger than the rows, α ≠ 1,
 // β ∈ {0, 1, 0.5}, NaN in C with β = 0, k = 0, products with a side of 1 (thin_product), the
@@ -296,7 +297,7 @@ TEST_CASE("gemm hands each finished block of C to the finisher once and returns 
   }
 }
 
-//! A finisher that returns the sum of the squares of its block and says so (gemm.hpp's
+//! A finisher that returns the sum of the squares of its block and says so (partition.hpp's
 //! squares_finisher), counting its calls: gemm may take the sum from the kernel's registers
 //! instead of calling it.
 struct squares_probe {

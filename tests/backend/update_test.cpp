@@ -4,7 +4,7 @@
 // rate), and the same bits however it is split: one thread, equal slices, the splits of the
 // weight gradients' products (by rows, by columns, on one thread, biases between), with a team
 // smaller or larger than those splits, in an OpenMP region of its own or on a held team
-// (team.hpp); Adam's two state values likewise. Also gemm.hpp's
+// (team.hpp); Adam's two state values likewise. Also partition.hpp's
 // split_for, which those splits come from.
 #include <dafuse/backend/host/update.hpp>
 #include "../check.hpp"

@@ -56,11 +56,9 @@ struct dann_net {
   static constexpr index_t class_count = classifier_stack::out;  //!< number of classes
 
   //! Each module's first parameter sits at a multiple of this many values: 64 bytes of fp32, one
-  //! cache line and one AVX-512 vector. Packed end to end, a classifier of 31 classes (7967
-  //! values) left every column of office-head's 1024 × 1024 discriminator weight 60 bytes past a
-  //! line, so that each 16-value load and store of its gradient products and of the update
-  //! touched two lines. Aligned, that fp32 step took 2419-2504 µs against 2511-2673 µs packed (six
-  //! runs of 300 steps each way, alternated; 2 threads).
+  //! cache line and one AVX-512 vector, so that no 16-value load or store of a column whose
+  //! length is a multiple of 16 touches two lines (docs/benchmarks.md, "Each module on a 64-byte
+  //! boundary").
   static constexpr index_t module_alignment = 16;
 
   //! First parameter of each module in the flat buffer.

@@ -15,6 +15,7 @@
 
 #include <dafuse/backend/host/gemm.hpp>
 #include <dafuse/backend/host/sparse.hpp>
+#include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
@@ -114,7 +115,7 @@ void check_columns(const Input& x, const stack_scratch<Stack, T>& s) {
 
 //! y = W·x for a layer's dense input x: [in, n], split among threads as the layer's other products
 //! are (layer_split: by W's columns, when that pays), each finished block of y passed to `finish`
-//! (gemm.hpp's finishers: forward() adds the bias and applies the activation there).
+//! (partition.hpp's finishers: forward() adds the bias and applies the activation there).
 template <class Layer, class T, class Products, class Finish = no_finish>
 void input_product(Products& ws, const T* w, matrix_view<const T> x, T* y, Finish&& finish = {}) {
   ws.template product<op::none, op::none>(
@@ -145,15 +146,15 @@ template <class Input, class T>
 inline constexpr bool is_sparse_input = std::is_same_v<Input, sparse_matrix_view<const T>> ||
                                         std::is_same_v<Input, dealt_sparse_batch<T>>;
 
-//! A product finisher (gemm.hpp) for a gradient: rounds a finished block of ∂L/∂W (or ∂L/∂b) to
-//! the stored format and returns its squared norm. The thread that wrote the block runs it while
-//! the block is in its own cache. One core reading every gradient after the product fetched the
-//! other core's half of each: office-head's fp32 step took 3.35 ms that way against 3.21 ms.
+//! A product finisher (partition.hpp) for a gradient: rounds a finished block of ∂L/∂W (or ∂L/∂b)
+//! to the stored format and returns its squared norm. The thread that wrote the block runs it while
+//! the block is in its own cache: one core reading every gradient after the product would fetch
+//! the other core's half of each.
 //! Gradients are stored in the narrow format too: a scaled fp16 gradient that does not fit becomes
 //! ±Inf here, and the norm reports the overflow. The step's norm is then a sum of per-block norms:
 //! the same for a given thread count, but not to the last bit across thread counts (nor is a
 //! clipping scale computed from it). Without rounding it only sums squares, which the blocked
-//! kernels then do from their registers as they store ∂L/∂W (gemm.hpp's squares_finisher).
+//! kernels then do from their registers as they store ∂L/∂W (partition.hpp's squares_finisher).
 template <class Products>
 struct finish_gradient {
   static constexpr bool sums_squares = !Products::rounds;
@@ -173,10 +174,10 @@ struct finish_gradient {
 //! out(i) = Σ_j m(i, j), bit for bit what Eigen 3.4's `out = m.rowwise().sum()` writes, faster.
 //!
 //! Why not Eigen's: on a column-major m it reduces one packet of rows at a time across all the
-//! columns, one cache line per column 4 KiB apart for a 1024-row m: 12.7 µs for [1024, 64] on one
-//! thread. But its order is what the demo's headline was measured with, and a loop adding a column
-//! at a time (2.0 µs) changes the last bits, which moved the demo's DANN accuracy from 61.93 ±
-//! 2.16 % to 58.91 ± 2.87 % (adversarial training amplifies them; docs/demo.md). So this keeps
+//! columns, one cache line per column 4 KiB apart for a 1024-row m. But its order is what the
+//! demo's headline was measured with, and a loop adding a column at a time changes the last bits,
+//! which moved the demo's DANN accuracy (adversarial training amplifies them; docs/benchmarks.md,
+//! "Each block finished where it was written"). So this keeps
 //! Eigen's order exactly and only changes how much of m is in flight: the rows Eigen gives its
 //! vectorised path (its assignment loop starts them where `out` is aligned to a packet and ends
 //! them at the last whole packet) are each summed as Eigen's packetwise reduction does,
@@ -220,7 +221,7 @@ void row_sums(const matrix_map<T>& m, T* out) {
         for (index_t r = 0; r < count; ++r) s[r] = s[r] + col[j * ld + r0 + r];
       for (index_t r = 0; r < count; ++r) out[r0 + r] = s[r];
     };
-    constexpr index_t row_block = 4 * lanes;
+    constexpr index_t row_block = detail::row_sums_packets * lanes;
     index_t r0 = first;
     for (; r0 + row_block <= last; r0 += row_block)
       sum_rows(r0, std::integral_constant<index_t, row_block>{});
@@ -363,8 +364,8 @@ void multiply_by_derivative(T* dy, const T* y, index_t rows, index_t cols, index
   }
 }
 
-//! The finishers (gemm.hpp) that run those two passes on each block of a product's C as soon as
-//! the thread that wrote the block has finished it, while the block is in that core's cache,
+//! The finishers (partition.hpp) that run those two passes on each block of a product's C as soon
+//! as the thread that wrote the block has finished it, while the block is in that core's cache,
 //! rather than as a pass of their own after the product. A pass of its own ran on one thread
 //! while the other waited, and drew the other core's half of C across (which that core then drew
 //! back for the next product): see docs/benchmarks.md, "Each block finished where it was written".

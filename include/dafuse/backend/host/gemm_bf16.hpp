@@ -6,9 +6,9 @@
 //! `gemm_bf16` computes what `gemm` (gemm.hpp) does, C = α·op(A)·op(B) + β·C on fp32 matrices,
 //! except that every element of A and B is rounded to bf16 (round to nearest even, as
 //! `round_to_bf16` in core/half.hpp) on its way into the packing buffers, or as thin_product
-//! (gemm.hpp) reads it. A product of two bf16
-//! values has at most 16 significant bits, so it is exact in fp32; only the fp32 sums round. This
-//! is what precision::bf16 means for a product, and what a bf16 tensor core computes.
+//! (thin_products.hpp) reads it. A product of two bf16 values has at most 16 significant bits, so
+//! it is exact in fp32; only the fp32 sums round. This is what precision::bf16 means for a product,
+//! and what a bf16 tensor core computes.
 //!
 //! With AVX512-BF16 (`__AVX512BF16__`, e.g. g++ -march=native on Zen 4/5 or Sapphire Rapids) the
 //! product runs on `vdpbf16ps`, which multiplies 16 pairs of bf16 values and adds both products to
@@ -22,12 +22,14 @@
 //! One difference between the two paths: `vcvtne2ps2bf16` and `vdpbf16ps` treat subnormal inputs
 //! as zero and flush subnormal results (DAZ/FTZ are implied by the instructions, whatever MXCSR
 //! says), so magnitudes below 2^-126 (1.2e-38) count as zero on the native path's kernel only;
-//! thin products (a side of 1, gemm.hpp) keep them, and may give −0 where the kernel gives +0.
+//! thin products (a side of 1, thin_products.hpp) keep them, and may give −0 where the kernel
+//! gives +0.
 #pragma once
 #include <dafuse/config.hpp>
 
 #include <dafuse/backend/host/gemm.hpp>
 #include <dafuse/backend/host/simd.hpp>
+#include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/half.hpp>
 #include <dafuse/core/meta.hpp>
@@ -66,16 +68,9 @@ namespace detail {
 // The micro-kernel keeps a [32, 12] tile of C in 24 zmm registers (two per column), loads one
 // k-pair of A as two zmm and broadcasts 12 k-pairs of B: 24 vdpbf16ps per 14 loads, and 24
 // independent sums hide the instruction's latency. 32 zmm registers leave no room for 14 columns
-// plus prefetched A. kc = 512 keeps a packed [kc, nr] micro-panel of B in L1 (12 KiB of 48) and
-// mc = 256 a packed [mc, kc] block of A in L2 (256 KiB of 1 MiB on Zen 5).
-// Measured on one Zen 5 core (bench/gemm_bf16): 350-385 GFLOP/s for the step's [256, *] products
-// and 512³, 80-90% of the 415-439 GFLOP/s of the bench's register-only vdpbf16ps loop;
-// kc ∈ {256, 768} or mc ∈ {128, 512} were 5-10% slower at 1024³.
+// plus prefetched A. The blocks kc, mc and nc are tuned (tuning.hpp).
 inline constexpr index_t bf16_mr = 32;
 inline constexpr index_t bf16_nr = 12;
-inline constexpr index_t bf16_kc = 512;
-inline constexpr index_t bf16_mc = 256;
-inline constexpr index_t bf16_nc = 3072;
 
 inline __m512bh as_bh(__m512i v) {
   return (__m512bh)v;
@@ -143,9 +138,8 @@ void pack_panel(
 //! C[0:mv, 0:nv] = α·Ã·B̃ + β·C for one [16·Vectors, nr] tile (β = 0: C is not read). `a`:
 //! `pairs` k-pairs of 16·Vectors rows; `b`: `pairs` k-pairs of nr columns, as pack_panel writes
 //! them. Vectors = 2 is the main tile; Vectors = 1 serves a last panel of at most 16 rows, which
-//! would waste more than half of a 32-row tile (the [10, 256]·[256, 128] head product: 94 → 136
-//! GFLOP/s on one Zen 5 core). Not inlined, as fp32_micro_kernel (gemm_fp32.hpp): GCC inlined it
-//! into blocked_product once store_tile could also sum squares.
+//! would waste more than half of a 32-row tile. Not inlined, as fp32_micro_kernel
+//! (gemm_fp32.hpp): GCC inlined it into blocked_product once store_tile could also sum squares.
 template <int Vectors>
 [[gnu::noinline]] void micro_kernel(index_t pairs,
                                     const std::uint32_t* a,

@@ -3,11 +3,8 @@
 //! @brief dafuse's own fp32 product kernel for AVX-512, with packing buffers allocated once.
 //!
 //! `gemm` (gemm.hpp) runs fp32 products here when the compiler targets AVX-512F, and on Eigen's
-//! kernel otherwise (and always for fp64). On this project's Zen 5 machines a 2048³ product runs
-//! at 145-159 GFLOP/s on one core here against Eigen 3.4's 112-122, and 298-305 against 196-206
-//! on two (bench/gemm_ceiling). Whole DANN steps (OMP_NUM_THREADS=2 build/bench/dann_bench, against
-//! the same built with -DDAFUSE_FP32_GEMM_EIGEN, alternating): digits-mlp 1.16-1.22 ms against
-//! 1.67-1.69 ms, office-head 5.02-5.03 ms against 6.51-6.84 ms.
+//! kernel otherwise (and always for fp64); docs/benchmarks.md, "fp32 products: dafuse's AVX-512
+//! kernel", compares the two.
 //!
 //! The blocking is Goto & van de Geijn's ("Anatomy of High-Performance Matrix Multiplication",
 //! ACM TOMS 2008), as in BLIS and as gemm_bf16.hpp: B is packed in [kc, nc] blocks, A in [mc, kc]
@@ -29,6 +26,7 @@
 #include <dafuse/config.hpp>
 
 #include <dafuse/backend/host/simd.hpp>
+#include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/core/meta.hpp>
 
 #include <algorithm>
@@ -48,13 +46,10 @@ inline constexpr bool fp32_products_native = DAFUSE_GEMM_FP32_NATIVE != 0;
 namespace detail {
 
 // ---- Blocking ---------------------------------------------------------------------------------
-// kc = 256 keeps a packed [kc, nr] micro-panel of B in L1 (12 KiB of 48) while the packed [mc, kc]
-// block of A (mc = 192: 192 KiB) streams from L2 (1 MiB).
+// The register tile [mr, nr] (see fp32_micro_kernel); the blocks kc, mc and nc are tuned
+// (tuning.hpp).
 inline constexpr index_t fp32_mr = 32;
 inline constexpr index_t fp32_nr = 12;
-inline constexpr index_t fp32_kc = 256;
-inline constexpr index_t fp32_mc = 192;
-inline constexpr index_t fp32_nc = 3072;
 
 //! One thread's packing buffers for fp32 products: a [mc, kc] block of A and a [kc, nc] of B.
 using fp32_panels = packed_panels<float>;
@@ -129,19 +124,12 @@ struct a_in_place {
 //! page, where the hardware's prefetchers do not follow.
 //!
 //! Why: a forward product y = W·x over few samples uses each value of W only n times, and packing
-//! W ahead of the tiles was a copy at memcpy's rate that no multiply-add overlapped (54 µs of
-//! about 440 for one thread's [1024, 512] block of office-head's widest layer). Packed by the first
-//! tile of each panel, the copy runs under that tile's multiply-adds. A throwaway program (one
-//! thread, the two alternated in one process, medians of 400; C = A·B, A [m, k] not transposed):
-//! [1024, 512]·[512, 64] 440, 415 and 429 µs packed ahead against 385, 393 and 381 µs;
-//! [256, 1024]·[1024, 64] 203 and 204 against 195 µs; [1024, 128]·[128, 64] 99-101 against
-//! 94-97 µs. Whole steps (two threads, alternated every 45 steps in one process): office-head
-//! 2525 → 2495, 2518 → 2489, 2410 → 2364 µs; digits-mlp 799 → 789, 793 → 784 µs. Longer
-//! distances (32, 64) were slower in the step. fp32_kernel::packs_a_in_first_tiles says for
-//! which blocks.
+//! W ahead of the tiles was a copy at memcpy's rate that no multiply-add overlapped. Packed by the
+//! first tile of each panel, the copy runs under that tile's multiply-adds (for which blocks:
+//! fp32_kernel::packs_a_in_first_tiles).
 template <int Vectors>
 struct packing_a : a_in_place<Vectors> {
-  static constexpr index_t distance = 16;
+  static constexpr index_t distance = fp32_pack_a_distance;
   index_t k;
   float* out;
   packing_a(const float* source_, index_t ld_, index_t k_, index_t count, float* out_)
@@ -192,13 +180,10 @@ struct b_in_place {
 //! b_rows_in_place). Vectors = 2 is the main tile; Vectors = 1 serves a last panel of at most 16
 //! rows. Cols < nr serves a last panel of fewer columns: a
 //! product with 1, 2 or 15 columns (moons' heads) would otherwise spend most of its multiply-adds
-//! on zeros. The tile of C is asked for ahead of the sums (prefetch_tile_for_write); where C is a
-//! thread's own scratch in L2 (fp32_product_transposed_a_in_place) that still pays: without it
-//! office-head's [1024, 1024]ᵀ·[1024, 64] took 599-605 µs in place against 567 µs packed (the
-//! throwaway program of fp32_in_place_min_bytes; with it, 518-521 against 531-533 µs).
+//! on zeros. The tile of C is asked for ahead of the sums (prefetch_tile_for_write), which pays
+//! even where C is a thread's own scratch in L2 (fp32_product_transposed_a_in_place).
 //! Not inlined: GCC inlined it into blocked_product once store_tile could also sum squares, and
-//! the sums then spilled from registers in the loop over k (a [1024, 1024] weight gradient on two
-//! threads: 595-660 against 421-451 µs).
+//! the sums then spilled from registers in the loop over k.
 template <int Vectors, int Cols, class A, class B>
 [[gnu::noinline]] void fp32_micro_kernel(index_t k,
                                          const A& a,
@@ -258,20 +243,12 @@ void with_tile_shape(index_t rows, index_t cols, Tile&& tile) {
     with_tile_columns<2>(cols, tile);
 }
 
-//! fp32_product_transposed_a_in_place reads A in place from this size on (bytes of the A it is
-//! given): half the L2 of this project's Zen 5 cores (1 MiB). A smaller A is packed from L2,
-//! which costs about what the in-place product's transposes of B and of C's blocks do:
-//! digits-mlp's input gradients (A of 128 KiB per thread) took 55 and 67 µs packed, 59 and 67 µs
-//! in place, where office-head's (A of 2 MiB and 512 KiB) took 531-533 and 132 µs packed, 518-521
-//! and 126 µs in place (a throwaway program alternating the two in one process every 45 steps,
-//! OMP_NUM_THREADS=2, medians; docs/benchmarks.md, "Input gradients read W in place").
-inline constexpr double fp32_in_place_min_bytes = 512.0 * 1024;
-
 //! C[m, n] = α·Aᵀ·B + β·C (A is [k, m], B is [k, n], all column-major) on one thread, reading A in
 //! place: computed as its transpose Cᵀ = Bᵀ·A with B packed whole as the kernel's A operand and
 //! A's columns, each a contiguous run along k, broadcast straight from memory as the kernel's B.
 //! Blocks of Cᵀ's columns are summed in `p.a` and transposed into C's rows. Returns false, doing
-//! nothing, unless A has fp32_in_place_min_bytes or more, n fits in one [mc, kc] block of
+//! nothing, unless A has fp32_in_place_min_bytes or more (a smaller A is packed from L2 for about
+//! what the transposes of B and of C's blocks cost here), n fits in one [mc, kc] block of
 //! blocked_product's A (Bᵀ's [n, kc] blocks then stream from L2 past each micro-panel of A's
 //! columns, as A's blocks do there), all of Bᵀ fits in `p.b` and a block of 12 columns of Cᵀ in
 //! `p.a`; blocked_product then runs it.
@@ -279,9 +256,7 @@ inline constexpr double fp32_in_place_min_bytes = 512.0 * 1024;
 //! Why: this is the input gradient of a dense layer, δx = Wᵀ·δz, where A is the weights and n the
 //! samples. blocked_product packs A there, transposing all of W at every call for only n samples
 //! per packed value; W's columns as broadcast streams need no packing, and the transposes move to
-//! the small operands (δz, and Cᵀ's blocks). A throwaway program (two threads, each a block of
-//! 512 rows of [1024, 1024]ᵀ·[1024, 64], medians of 200): 592 against 352 µs; [256, 1024]ᵀ with
-//! 1024 rows, 159 against 96 µs; [256, 256]ᵀ, 40 against 33 µs.
+//! the small operands (δz, and Cᵀ's blocks).
 //!
 //! The same multiply-adds as blocked_product in the same order (k in blocks of p.kc, each block's
 //! sums added to C as blocked_product stores them, β with the first), so the same bits.
@@ -353,10 +328,7 @@ inline bool fp32_product_transposed_a_in_place(fp32_panels& p,
 //! Why: blocked_product packs both operands first, and for moons' products ([15, 64]
 //! activations, [15, 15] weights, 64 samples) that packing, with its 16×16 transposes of a
 //! transposed B, cost about what the multiply-adds do. Read in place, A's columns are one or two
-//! vectors each and B's values broadcasts; such small operands are in L1 either way. The moons
-//! step, the two alternated every 100 steps in one process (OMP_NUM_THREADS=2, medians of 95000
-//! steps): 5.26, 5.26, 5.24 and 5.17 µs packed against 4.65, 4.66, 4.66 and 4.64 µs in place;
-//! office-head and digits-mlp (whose classifiers take this path) unchanged.
+//! vectors each and B's values broadcasts; such small operands are in L1 either way.
 template <bool TransB>
 bool fp32_product_in_place(index_t m,
                            index_t n,
@@ -387,20 +359,19 @@ bool fp32_product_in_place(index_t m,
 }
 
 //! The fp32 kernel for blocked_product (simd.hpp). (Reading A in place when its rows are
-//! contiguous would skip packing it, but was slower: 82 against 126 GFLOP/s for
-//! [1024, 1024]·[1024, 64], whose A is then read with a 4 KiB stride.)
+//! contiguous would skip packing it, but reads A with a 4 KiB stride, which was slower.)
 struct fp32_kernel {
   using packed = float;
   static constexpr index_t mr = fp32_mr, nr = fp32_nr;
   static constexpr index_t steps(index_t kc) { return kc; }
   //! Whether a block of A of `kc` terms, its columns contiguous, is packed by its panels' first
-  //! tiles (tile_packing_a) rather than ahead of them (blocked_product). Not below 128 terms: a
-  //! first tile's first packing_a::distance steps read lines not asked for ahead, and over 64
-  //! terms (office-head's weight gradients, k = the 64 samples) that cost more than the copy it
-  //! overlapped: [1024, 64]·[64, 512] 358, 355 and 353 µs packed ahead against 366, 361 and
-  //! 376 µs (asking for the first steps' lines at the tile's start did not help). Over 128 terms
-  //! (digits-mlp's [256, 128]·[128, 128]) it paid: 45.9 and 45.6 against 44.5 and 44.4 µs.
-  static constexpr bool packs_a_in_first_tiles(index_t kc) { return kc >= 128; }
+  //! tiles (tile_packing_a) rather than ahead of them (blocked_product). Not below
+  //! fp32_pack_a_in_tiles_min_terms: a first tile's first packing_a::distance steps read lines not
+  //! asked for ahead, which over 64 terms (office-head's weight gradients, k = the 64 samples)
+  //! costs more than the copy it hides.
+  static constexpr bool packs_a_in_first_tiles(index_t kc) {
+    return kc >= fp32_pack_a_in_tiles_min_terms;
+  }
   template <bool KContiguous>
   static void pack(
       float* out, index_t width, const float* x, index_t ld, index_t count, index_t k) {

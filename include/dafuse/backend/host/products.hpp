@@ -9,8 +9,8 @@
 //! rounds every stored tensor), so an fp32 product of them is exact term by term and only the
 //! order of the fp32 sums differs from a native 16-bit product. The one exception: where the
 //! kernel rounds its operands itself (`rounds_operands`), the step hands it the master weights.
-//! With AVX512-BF16 the bf16 products run on gemm_bf16 (1.6–2.1× the rate of dafuse's fp32 kernel
-//! on the demo's shapes, 2.0–2.9× Eigen's; bench/gemm_bf16).
+//! With AVX512-BF16 the bf16 products run on gemm_bf16, whose instruction does twice an fp32 FMA's
+//! multiply-adds (docs/benchmarks.md, "Mixed precision: bf16 products on AVX512-BF16").
 #pragma once
 #include <dafuse/config.hpp>
 

@@ -7,6 +7,7 @@
 //! into micro-panels (Goto & van de Geijn's blocking); a panel read along its contiguous index is
 //! a copy, one read across it is a transpose of 16×16 blocks. Nothing here runs on a GPU.
 #pragma once
+#include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/config.hpp>
 #include <dafuse/core/meta.hpp>
 
@@ -55,8 +56,8 @@ struct packed_panels {
 //! Asks for the cache lines of x[0, count), one request per 64-byte line, to be written (ForWrite:
 //! PREFETCHW on x86) or only read. On 2 cores a line that both have read since it was last
 //! written is in both caches, and the first write to it waits for the other core's copy to be
-//! invalidated; asked for ahead of the writes, those invalidations overlap (update.hpp has the
-//! measurements).
+//! invalidated; asked for ahead of the writes, those invalidations overlap (docs/benchmarks.md,
+//! "Cache lines both cores hold").
 template <bool ForWrite, class T>
 inline void prefetch_lines(const T* x, index_t count) {
   constexpr index_t line = index_t(64 / sizeof(T));
@@ -68,7 +69,7 @@ inline void prefetch_lines(const T* x, index_t count) {
 //! Asks for the lines of a [16·Vectors, nv ≤ Cols] tile of C (column-major, ldc) for writing.
 //! A micro-kernel does this before its sums: a line the other core has read (the last product's
 //! output, packed there as an operand) is then invalidated there while the sums run, not when the
-//! tile is stored (office-head's fp32 step on 2 threads: 3.28 against 3.38 ms).
+//! tile is stored.
 template <int Vectors, int Cols>
 inline void prefetch_tile_for_write(float* c, index_t ldc, index_t nv) {
 #pragma GCC unroll 16
@@ -99,9 +100,8 @@ inline __m512 store_tile(const __m512 (&acc)[Vectors][Cols],
 #pragma GCC unroll 2
   for (int v = 0; v < Vectors; ++v) rows[v] = first_lanes(mv - 16 * v);
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-  // Four sums of squares in turn: one chain of 24 dependent multiply-adds (4 cycles each) cost
-  // more than the sums saved (a [1024, 512]·[512, 64]ᵀ product on one thread: 354-390 µs with one
-  // chain, against 338-359 without squares).
+  // Four sums of squares in turn: one chain of 24 dependent multiply-adds (4 cycles each) costs
+  // more than the sums save.
   constexpr int chains = 4;
   __m512 squares[chains];
 #pragma GCC unroll 4
@@ -186,10 +186,8 @@ inline void load_transposed_16x16(
 
 //! dst(j, i) = src(i, j) for a column-major src [rows, cols] (leading dimension lds) and dst
 //! [cols, rows] (ldd), in 16×16 blocks through registers (masked at the edges), a block row of
-//! src at a time so that each of dst's 16 columns is written along its length. For [64, 512] into
-//! columns 4 KiB apart (an input gradient's δx): 9.3 µs, where a scalar loop took 19.7 µs and the
-//! blocks a block column at a time 21.5 µs, sixteen stores into one L1 set per block (3.5–4.0 µs
-//! either way when the columns are not 4 KiB apart; a throwaway program, one thread).
+//! src at a time so that each of dst's 16 columns is written along its length (a block column at
+//! a time puts sixteen stores into one L1 set when dst's columns are 4 KiB apart, as δx's are).
 inline void transpose_matrix(
     const float* src, index_t lds, index_t rows, index_t cols, float* dst, index_t ldd) {
   for (index_t i0 = 0; i0 < rows; i0 += 16)
@@ -280,12 +278,10 @@ void blocked_product(packed_panels<typename Kernel::packed>& p,
           for (index_t ir = 0; ir < mc; ir += mr) pack_a(ir, 0, kc);
         } else if (!pack_in_tiles) {
           // A column of the block is one contiguous run of mc values across all its panels, and
-          // consecutive columns are lda apart (4 KiB for a 1024-row W). Packing 16 columns of
-          // every panel at a time reads each run whole, where a panel at a time read 2 lines per
-          // column and came back for the next 2: a [1024, 1024]·[1024, 64] forward on one thread
-          // took 875 µs that way and 775-790 µs this way (its weight gradient, which packs
-          // little, takes 660 µs). 16 is even, so a chunk starts on a bf16 k-pair.
-          constexpr index_t chunk = 16;
+          // consecutive columns are lda apart (4 KiB for a 1024-row W). Packing pack_a_columns
+          // columns of every panel at a time reads each run whole, where a panel at a time read 2
+          // lines per column and came back for the next 2.
+          constexpr index_t chunk = pack_a_columns;
           static_assert(Kernel::steps(2 * chunk) == 2 * Kernel::steps(chunk),
                         "a chunk of A's columns must start on whole packed steps");
           for (index_t l0 = 0; l0 < kc; l0 += chunk)

@@ -23,6 +23,7 @@
 
 #include <dafuse/backend/host/simd.hpp>
 #include <dafuse/backend/host/team.hpp>
+#include <dafuse/backend/host/tuning.hpp>
 
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
@@ -40,22 +41,15 @@
 namespace dafuse::backend::host {
 
 namespace detail {
-//! Non-zeros ahead whose column of W (or ∂L/∂W) is prefetched: the columns are at random
-//! feature indices, so the hardware prefetcher cannot find them.
-inline constexpr index_t sparse_prefetch_distance = 8;
-
 #if DAFUSE_SIMD_AVX512
 // ---- fp32 on AVX-512: a block of rows in registers ----------------------------------------------
 // Eigen's `yc += v · W[:, j]` (the path for fp64, and without AVX-512) loads and stores y's column
-// again for every non-zero beside loading W's. Holding up to 128 rows of the sums (or of δz's
-// column) in zmm registers across a column's non-zeros halves the forward: on a batch of the
-// Amazon reviews' shape (out = 100, 128 samples, 11.7 k non-zeros, one thread; a throwaway
-// program timing these functions) it took 88-91 µs through Eigen and takes 44-48 µs, and the
-// weight gradient 85-100 µs against 63-66 µs. Each sum still adds its non-zeros in their order,
-// one fused multiply-add each.
+// again for every non-zero beside loading W's. Holding up to sparse_block_rows rows of the sums
+// (or of δz's column) in zmm registers across a column's non-zeros saves those loads and stores.
+// Each sum still adds its non-zeros in their order, one fused multiply-add each. The columns of W
+// are at random feature indices, where the hardware prefetcher cannot find them: the code asks
+// for each sparse_prefetch_distance non-zeros ahead.
 
-//! Rows per register block: 8 zmm of sums, with room left for the loads.
-inline constexpr index_t sparse_block_rows = 128;
 static_assert(sparse_block_rows % 16 == 0, "a register block is whole zmm of 16 floats");
 
 //! Calls f(std::integral_constant<int, Vectors>, r0, rows) for each block of `out` rows: rows ≤
@@ -75,8 +69,8 @@ void for_row_blocks(index_t out, F&& f) {
 }
 
 //! Asks for the lines of x[0, rows), 16·(Vectors − 1) < rows ≤ 16·Vectors: a fixed count of
-//! requests (prefetch_lines' loop, whose count is known only at run time, cost the forward a
-//! third of its time), the last one for the line of x[rows − 1], which an unaligned x reaches.
+//! requests (a loop whose count is known only at run time, as prefetch_lines', slowed the
+//! forward), the last one for the line of x[rows − 1], which an unaligned x reaches.
 template <int Vectors, bool ForWrite>
 inline void prefetch_rows(const float* x, index_t rows) {
 #pragma GCC unroll 8
@@ -226,17 +220,15 @@ double finish_used_columns(
 }
 
 //! Columns of W per block when a sparse layer of `features` inputs and `out` outputs is dealt
-//! among `parts` (see sparse_feature_parts): about 64 KiB of W, in whole sets of 16 columns (16·out
-//! values: whole 64-byte lines for fp32 and fp64 whatever `out` is, so no two threads write one
-//! line of W, of ∂L/∂W or of the optimizer state), and at least two blocks per part. Blocks much
-//! smaller cost the update: with 16-column blocks (6.4 KB of the Amazon network's W) its pass took
-//! 158-167 µs on two threads against 66 µs on one, with 64 columns 94-97 µs, with 256 columns
-//! 58-59 µs (a throwaway program timing the step's phases): near a block's edge the caches'
-//! prefetchers read lines of the neighbouring block, which the other core then has to take back
-//! before it writes them.
+//! among `parts` (see sparse_feature_parts): about sparse_deal_block_bytes of W, in whole sets of
+//! 16 columns (16·out values: whole 64-byte lines for fp32 and fp64 whatever `out` is, so no two
+//! threads write one line of W, of ∂L/∂W or of the optimizer state), and at least two blocks per
+//! part. Much smaller blocks cost the update: near a block's edge the caches' prefetchers read
+//! lines of the neighbouring block, which the other core then has to take back before it writes
+//! them.
 template <class T>
 index_t sparse_deal_block(index_t features, index_t out, int parts) {
-  constexpr index_t unit = 16, target_bytes = 65536;
+  constexpr index_t unit = 16, target_bytes = detail::sparse_deal_block_bytes;
   const index_t by_bytes = (target_bytes / (out * index_t(sizeof(T))) + unit - 1) / unit * unit;
   const index_t by_parts = features / (2 * index_t(parts)) / unit * unit;
   return std::max(unit, std::min(by_bytes, by_parts));

@@ -2,11 +2,9 @@
 //! @file backend/host/team.hpp
 //! @brief One OpenMP team held for a whole step, its threads handed each parallel product.
 //!
-//! A dense step runs about ten parallel pieces (the split products, the update), each of which
-//! used to open its own `#pragma omp parallel` region. On 2 cores of this host a region costs
-//! about 3 µs to open and close (libgomp's fork and join: a release and an arrival, each a cache
-//! line passed between the cores and back), and a `#pragma omp barrier` 1.5 µs, where one line's
-//! round trip between the cores takes 0.66 µs (a throwaway ping-pong program, medians of 200 k).
+//! A dense step runs about ten parallel pieces (the split products, the update). A
+//! `#pragma omp parallel` region for each costs libgomp's fork and join, a release and an arrival,
+//! each a cache line passed between the cores and back: several line round trips a piece.
 //!
 //! with_thread_team(body) opens one region for the step: thread 0 runs body() (the step, serial
 //! parts included) and the other threads wait, spinning, for work. Inside it, run_on_team(n, job)
@@ -19,6 +17,7 @@
 //! blocks; b += team)`, and `sync()` is a barrier among the team's `team` threads (`#pragma omp
 //! barrier` in an OpenMP region). Values do not depend on which path ran them.
 #pragma once
+#include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/config.hpp>
 #include <dafuse/core/meta.hpp>
 
@@ -204,14 +203,10 @@ class thread_team {
     detail::wait_for_change(phase_, phase, spins_);
   }
 
-  // PAUSEs a waiting thread spins for before it sleeps: about 11 ms (2^18 PAUSEs of 43 ns on this
-  // host's cores; libgomp's default is 300,000 spins), which no wait inside a step reaches, or
-  // 43 µs with more threads than processors, where the thread waited for may need the waiter's
-  // core (libgomp drops to 100 spins there; 1000 is this team's choice, not measured against
-  // 100); none with OMP_WAIT_POLICY=passive, and without end with OMP_WAIT_POLICY=active. Waking a
-  // sleeper can take milliseconds while another process holds its core: the digits-mlp step
-  // beside a busy-looping process took 7.5-8.0 ms with 11 µs of spinning before sleeping,
-  // against 0.75-0.83 ms with 11 ms (and 0.78-0.82 ms on libgomp's regions).
+  // PAUSEs a waiting thread spins for before it sleeps: longer than any wait inside a step (waking
+  // a sleeper can take milliseconds while another process holds its core), fewer with more threads
+  // than processors, where the thread waited for may need the waiter's core; none with
+  // OMP_WAIT_POLICY=passive, and without end with OMP_WAIT_POLICY=active, as in libgomp.
   static int spin_count(int size, int processors) {
     const char* policy = std::getenv("OMP_WAIT_POLICY");
     const auto is = [policy](const char* name) {
@@ -223,7 +218,7 @@ class thread_team {
     };
     if (is("passive")) return 0;
     if (is("active")) return INT_MAX;
-    return size > processors ? 1000 : 1 << 18;
+    return size > processors ? detail::team_spins_oversubscribed : detail::team_spins;
   }
 
   int size_;

@@ -2,8 +2,9 @@
 //! @file backend/host/update.hpp
 //! @brief The one pass over all parameters that applies clipping and the optimizer update.
 #pragma once
-#include <dafuse/backend/host/gemm.hpp>
+#include <dafuse/backend/host/partition.hpp>
 #include <dafuse/backend/host/team.hpp>
+#include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/config.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
@@ -18,34 +19,6 @@
 #include <utility>
 
 namespace dafuse::backend::host {
-
-//! From this many parameters the update runs on every OpenMP thread, each on its part (see
-//! update_parameters). The pass is memory-bound (one read of each gradient, one read-modify-write
-//! of each parameter and its state: 20 bytes per parameter with SGD momentum), and one core cannot
-//! draw the memory bandwidth that two can. Measured in a step (2 cores, OMP_NUM_THREADS=2, the
-//! profiler's update phase, SGD momentum): office-head, 1.84 M parameters, 1.48-1.69 ms on one
-//! thread against 0.79-0.83 ms on two; digits-mlp, 270 k, 0.25 ms against 0.14 ms.
-//!
-//! That holds when the step's products have just run on the same threads. A step with no parallel
-//! region before its update (a sparse first layer and small dense layers: the amazon
-//! configuration, 500 k parameters) pays for waking the OpenMP team and for the parameters then
-//! sitting in the other core's cache at the next forward: 79-87 µs on one thread against
-//! 192-225 µs split. Such a step passes split = false. (A sparse step on several threads now deals
-//! its batch among them by feature, and each thread updates the columns of W its part of the
-//! batch read and wrote: backend/host/sparse.hpp.)
-inline constexpr index_t update_parallel_min = index_t(1) << 17;
-
-//! The update runs in chunks of this many parameters; before each it asks for the cache lines of
-//! the parameters and their state update_prefetch_bytes further on, for writing (PREFETCHW on
-//! x86). On 2 cores a parameter that both cores have read since it was last written (the forward
-//! and backward products read the weights with different splits) is in both caches, and each
-//! core's first write to such a line waits for the other's copy to be invalidated. Asked early,
-//! those invalidations overlap. Measured (1.84 M parameters, SGD momentum, 2 threads, lines read
-//! by both cores first): 1.0 ms without the prefetch against 0.54-0.60 ms with it, 0.29 against
-//! 0.18-0.19 ms when only one core holds them; in the step (OMP_NUM_THREADS=2, the profiler's
-//! update phase) office-head's update takes 0.68-0.78 ms against 0.49-0.60 ms.
-inline constexpr index_t update_chunk = 256;
-inline constexpr index_t update_prefetch_bytes = 2048;
 
 //! Prefetches parameters [first, last) and their optimizer state for writing.
 template <class Optim, class T>
@@ -68,7 +41,8 @@ std::pair<index_t, index_t> thread_slice(index_t first, index_t last, index_t t,
 //! Runs f(b, e) over the slices of [first, last), on every OpenMP thread with `split` from
 //! update_parallel_min values of T on (the OpenMP system), else as one slice on the calling
 //! thread: for passes over all parameters, which are memory-bound like the update (and, like
-//! it, better on one thread in a step with no other parallel region: see update_parallel_min).
+//! it, better on one thread in a step with no other parallel region, which would wake the team and
+//! leave the parameters in the other core's cache; such a step passes split = false).
 template <class System, class T, class F>
 void for_each_slice(index_t first, index_t last, F&& f, bool split = true) {
   if constexpr (std::is_same_v<System, system::omp>) {
@@ -92,8 +66,8 @@ struct update_region {
 };
 
 //! A weight matrix among the parameters: [rows, cols] column-major from parameter `begin`, and
-//! how the product that wrote its gradient split it among threads (gemm.hpp's split_for), or, for
-//! a sparse first layer whose features are dealt among threads (sparse.hpp), the deal.
+//! how the product that wrote its gradient split it among threads (partition.hpp's split_for), or,
+//! for a sparse first layer whose features are dealt among threads (sparse.hpp), the deal.
 struct weight_block {
   index_t begin = 0, rows = 0, cols = 0;
   detail::product_split split;
@@ -138,15 +112,18 @@ void for_each_owned_run(
 
 //! For every parameter i of every region: g = clamp(grads[i] · scale, −limit, limit), then
 //! Optim's update of params[i] with its state (state_stride apart for each state value).
-//! One read of each gradient, one read-modify-write of each parameter and its state. With
-//! `split` and at least update_parallel_min parameters, every OpenMP thread takes a part: of each
-//! weight matrix in `weights` (ascending, not overlapping) the rows or columns whose gradient it
-//! wrote, and the first thread everything else (the biases); without `weights`, equal slices.
+//! One read of each gradient, one read-modify-write of each parameter and its state, in chunks of
+//! update_chunk, the lines update_prefetch_bytes further on asked for writing (PREFETCHW) before
+//! each: a line both cores have read waits at its first write for the other core's copy to be
+//! invalidated, and asked for early those invalidations overlap. With `split` and at least
+//! update_parallel_min parameters (the pass is memory-bound, and one core cannot draw the
+//! bandwidth two can), every OpenMP thread takes a part: of each weight matrix in `weights`
+//! (ascending, not overlapping) the rows or columns whose gradient it wrote, and the first thread
+//! everything else (the biases); without `weights`, equal slices.
 //!
 //! Each parameter's update reads only its own values, so the result is the same however the
-//! range is split. The loops are plain loops that the compiler vectorises: thrust::for_each on
-//! the OpenMP system over a counting iterator was 4-5× slower than one thread's plain loop here
-//! (1.84 M parameters: 1.7 ms against 0.33-0.49 ms).
+//! range is split. The loops are plain loops that the compiler vectorises (thrust::for_each on
+//! the OpenMP system over a counting iterator was slower than one thread's plain loop).
 template <class Optim, class System, class T, std::size_t Regions>
 void update_parameters(T* params,
                        const T* grads,
