@@ -8,10 +8,9 @@
 //   build/bench/heads_accuracy [--seeds 5] [--steps 3000] [--data DIR]
 #include <dafuse/dafuse.hpp>
 
-#include <cmath>
+#include "../examples/common.hpp"
+
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -31,21 +30,6 @@ using digits_step = df::train_step<digits_net<DiscriminatorInput>,
                                    df::clip::none,
                                    Head,
                                    df::optim::sgd>;
-
-long option(int argc, char** argv, const char* name, long fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) {
-      char* end = nullptr;
-      const long v = std::strtol(argv[i + 1], &end, 10);
-      if (end == argv[i + 1] || *end != '\0' || v < 1) {
-        std::fprintf(stderr, "%s: %s: expected a positive integer, found '%s'\n", argv[0], name,
-                     argv[i + 1]);
-        std::exit(2);
-      }
-      return v;
-    }
-  return fallback;
-}
 
 struct head_result {
   const char* name;
@@ -74,23 +58,17 @@ head_result run(const char* name,
     std::printf("%-12s seed %ld: %.2f %% (%.2f s)\n", name, seed, 100 * r.target_accuracy,
                 r.seconds);
   }
-  head_result h{name};
-  for (double a : accuracy) h.mean += a / double(accuracy.size());
-  for (double a : accuracy)
-    h.std += (a - h.mean) * (a - h.mean) / double(std::max<std::size_t>(1, accuracy.size() - 1));
-  h.std = std::sqrt(h.std);
-  h.seconds_per_run = seconds / double(seeds);
-  return h;
+  const examples::summary s = examples::summarize(accuracy);
+  return {name, s.mean, s.std, seconds / double(seeds)};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const long seeds = option(argc, argv, "--seeds", 5);
-  const long steps = option(argc, argv, "--steps", 3000);
-  std::filesystem::path dir = std::string(DAFUSE_SOURCE_DIR) + "/data/jda_mnist_usps";
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], "--data") == 0) dir = argv[i + 1];
+  const long seeds = examples::option(argc, argv, "--seeds", 5);
+  const long steps = examples::option(argc, argv, "--steps", 3000);
+  const std::filesystem::path dir = examples::text_option(
+      argc, argv, "--data", std::string(DAFUSE_SOURCE_DIR) + "/data/jda_mnist_usps");
   df::data::dataset mnist = df::data::load_dataset(
       dir / "mnist_images.npy", dir / "mnist_labels.npy", df::data::domain::source);
   df::data::dataset usps = df::data::load_dataset(dir / "usps_images.npy", dir / "usps_labels.npy",

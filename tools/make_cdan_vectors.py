@@ -7,10 +7,10 @@ python3-torch:
     /usr/bin/python3 tools/make_cdan_vectors.py
 
 It writes ``tests/data/torch/cdan_*.npy`` (described in that folder's README.md).
-Deterministic: ``torch.manual_seed(2)``, float32, one thread. The BLAS note of
-tools/make_step_vectors.py applies: the committed files were made with Debian's
-reference BLAS (the script re-executes itself with it first on the library path
-when it is installed); any other BLAS agrees to ~1e-7 relative.
+Deterministic: ``torch.manual_seed(2)``, float32, one thread. The committed files
+were made with Debian's reference BLAS (tools/reference_blas.py: the script
+re-executes itself with it first on the library path when it is installed); any
+other BLAS agrees to ~1e-7 relative.
 
 Set-up (CDAN, Long et al. 2018; the conditioning as in the authors' code and tllib)
 ------------------------------------------------------------------------------------
@@ -59,29 +59,12 @@ initial values and must agree with float32 to 1e-4 relative.
 
 import os
 import sys
-import sysconfig
 
-_ANY_BLAS = "DAFUSE_VECTORS_ANY_BLAS"
-_REEXEC = "DAFUSE_VECTORS_REEXEC"
-
-
-def _use_reference_blas():
-    if os.environ.get(_ANY_BLAS) or os.environ.get(_REEXEC):
-        return
-    multiarch = sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu"
-    dirs = [f"/usr/lib/{multiarch}/blas", f"/usr/lib/{multiarch}/lapack"]
-    if not os.path.exists(os.path.join(dirs[0], "libblas.so.3")):
-        return
-    env = dict(os.environ)
-    env[_REEXEC] = "1"
-    old = env.get("LD_LIBRARY_PATH")
-    env["LD_LIBRARY_PATH"] = ":".join(dirs + ([old] if old else []))
-    print("re-executing with the reference (netlib) BLAS", flush=True)
-    os.execve(sys.executable, [sys.executable] + sys.argv, env)
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_blas import use_reference_blas  # noqa: E402
 
 if __name__ == "__main__":
-    _use_reference_blas()
+    use_reference_blas()
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

@@ -148,48 +148,12 @@ gradients with the formulas just given (1e-5 relative).
 import copy
 import os
 import sys
-import sysconfig
 
-_ANY_BLAS = "DAFUSE_VECTORS_ANY_BLAS"
-_REEXEC = "DAFUSE_VECTORS_REEXEC"
-
-
-def _netlib_dirs():
-    multiarch = sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu"
-    return [f"/usr/lib/{multiarch}/blas", f"/usr/lib/{multiarch}/lapack"]
-
-
-def _use_reference_blas():
-    """Re-exec once with Debian's netlib BLAS/LAPACK first in the search path
-    (see the docstring); numpy and torch are not imported yet."""
-    if os.environ.get(_ANY_BLAS) or os.environ.get(_REEXEC):
-        return
-    dirs = _netlib_dirs()
-    if not os.path.exists(os.path.join(dirs[0], "libblas.so.3")):
-        return
-    env = dict(os.environ)
-    env[_REEXEC] = "1"
-    old = env.get("LD_LIBRARY_PATH")
-    env["LD_LIBRARY_PATH"] = ":".join(dirs + ([old] if old else []))
-    print("re-executing with the reference (netlib) BLAS: LD_LIBRARY_PATH="
-          + env["LD_LIBRARY_PATH"], flush=True)
-    os.execve(sys.executable, [sys.executable] + sys.argv, env)
-
-
-def _loaded_blas():
-    """Paths of the BLAS/LAPACK libraries mapped into this process."""
-    try:
-        with open("/proc/self/maps") as f:
-            maps = f.read()
-    except OSError:
-        return []
-    return sorted({line.split()[-1] for line in maps.splitlines()
-                   if ("blas" in line or "lapack" in line)
-                   and line.split()[-1].startswith("/")})
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_blas import loaded_blas, use_reference_blas  # noqa: E402
 
 if __name__ == "__main__":
-    _use_reference_blas()
+    use_reference_blas()
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -549,7 +513,7 @@ def main():
                      rec["module_norms"].numpy())
 
     print(f"torch {torch.__version__}, numpy {np.__version__}")
-    print("BLAS/LAPACK loaded: " + ", ".join(_loaded_blas()))
+    print("BLAS/LAPACK loaded: " + ", ".join(loaded_blas()))
     print(f"y_source = {y_source.tolist()}")
     for v in VARIANTS + EXTRA_VARIANTS:
         recs = results[v] if v in results else extra[v]

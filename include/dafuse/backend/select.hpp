@@ -7,9 +7,10 @@
 //! product kernels, one held OpenMP team, Eigen. A CUDA executor will be chosen here, for
 //! translation units compiled by nvcc; user code does not change.
 #pragma once
+#include <dafuse/config.hpp>
+
 #include <dafuse/backend/executor.hpp>
 #include <dafuse/backend/host/executor.hpp>
-#include <dafuse/config.hpp>
 #include <dafuse/core/system.hpp>
 
 namespace dafuse::backend {

@@ -23,32 +23,21 @@
 namespace dafuse::head {
 
 template <class Schedule = schedule::ganin, bool EntropyConditioning = false>
-struct cdan : defaults {
+struct cdan : reversal_defaults<Schedule> {
   static_assert(schedule_policy<Schedule>,
                 "dafuse: head::cdan<S> takes a schedule such as schedule::ganin");
-  using schedule_type = Schedule;  //!< λ and learning-rate schedule
-  static constexpr bool draws_target_rows = true;
   static constexpr bool classifier_reads_target = true;
   static constexpr discriminator_input discriminator_reads = discriminator_input::multilinear;
   //! Each row's BCE weighted by 1 + e^(−H(g)) (CDAN+E).
   static constexpr bool entropy_conditioning = EntropyConditioning;
 
-  static status can_implement(const fit_args& a) {
-    return detail::check_non_negative(a.lambda_max, "lambda_max", "head::cdan");
-  }
-  //! λ(p) = lambda_max · Schedule::lambda(p), as DANN's.
-  static double weight(const fit_args& a, progress now) {
-    return double(a.lambda_max) * Schedule::lambda(now);
-  }
+  static status can_implement(const fit_args& a) { return cdan::check_lambda_max(a, "head::cdan"); }
   template <class Net>
   static constexpr bool check_network() {
     static_assert(Net::discriminator_stack::in == Net::feature_width * Net::class_count,
                   "dafuse: head::cdan's domain discriminator reads softmax(g) ⊗ h: its input "
                   "width must be the feature width times the class count");
-    static_assert(Net::discriminator_stack::out == 1,
-                  "dafuse: the domain discriminator must output one logit (source = 0, "
-                  "target = 1)");
-    return true;
+    return cdan::template check_one_logit<Net>();
   }
 
   //! T = softmax(g) ⊗ h on all 2B rows, G_d on T, and the (weighted) mean BCE of its logit.

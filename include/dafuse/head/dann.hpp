@@ -18,29 +18,18 @@
 namespace dafuse::head {
 
 template <class Schedule = schedule::ganin>
-struct dann : defaults {
+struct dann : reversal_defaults<Schedule> {
   static_assert(schedule_policy<Schedule>,
                 "dafuse: head::dann<S> takes a schedule such as schedule::ganin");
-  using schedule_type = Schedule;  //!< λ and learning-rate schedule
-  static constexpr bool draws_target_rows = true;
   static constexpr discriminator_input discriminator_reads = discriminator_input::features;
 
-  static status can_implement(const fit_args& a) {
-    return detail::check_non_negative(a.lambda_max, "lambda_max", "head::dann");
-  }
-  //! λ(p) = lambda_max · Schedule::lambda(p).
-  static double weight(const fit_args& a, progress now) {
-    return double(a.lambda_max) * Schedule::lambda(now);
-  }
+  static status can_implement(const fit_args& a) { return dann::check_lambda_max(a, "head::dann"); }
   template <class Net>
   static constexpr bool check_network() {
     static_assert(Net::discriminator_stack::in == Net::feature_width,
                   "dafuse: the domain discriminator's input width must equal the feature "
                   "extractor's output width (head::dann's G_d reads h)");
-    static_assert(Net::discriminator_stack::out == 1,
-                  "dafuse: the domain discriminator must output one logit (source = 0, "
-                  "target = 1)");
-    return true;
+    return dann::template check_one_logit<Net>();
   }
 
   //! G_d on h (all 2B rows) and the mean BCE of its logit; writes the logit's gradient.

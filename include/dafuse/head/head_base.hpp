@@ -50,6 +50,32 @@ struct defaults {
   }
 };
 
+//! What every head trained through the gradient reversal shares: it draws target rows, and its
+//! weight is λ(p) = lambda_max · Schedule::lambda(p), lambda_max finite and ≥ 0.
+template <class Schedule>
+struct reversal_defaults : defaults {
+  using schedule_type = Schedule;  //!< λ and learning-rate schedule
+  static constexpr bool draws_target_rows = true;
+  //! λ(p) = lambda_max · Schedule::lambda(p).
+  static double weight(const fit_args& a, progress now) {
+    return double(a.lambda_max) * Schedule::lambda(now);
+  }
+
+ protected:
+  //! lambda_max must be finite and ≥ 0; `head` names the head in the message.
+  static status check_lambda_max(const fit_args& a, const char* head) {
+    return detail::check_non_negative(a.lambda_max, "lambda_max", head);
+  }
+  //! G_d gives one logit (source = 0, target = 1).
+  template <class Net>
+  static constexpr bool check_one_logit() {
+    static_assert(Net::discriminator_stack::out == 1,
+                  "dafuse: the domain discriminator must output one logit (source = 0, "
+                  "target = 1)");
+    return true;
+  }
+};
+
 }  // namespace dafuse::head
 
 namespace dafuse {

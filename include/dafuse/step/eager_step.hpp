@@ -54,6 +54,7 @@
 #include <dafuse/backend/host/products.hpp>
 #include <dafuse/backend/host/sparse.hpp>
 #include <dafuse/backend/host/sparse_checks.hpp>
+#include <dafuse/backend/host/step_memory.hpp>
 #include <dafuse/backend/host/update.hpp>
 #include <dafuse/backend/select.hpp>
 #include <dafuse/core/buffer.hpp>
@@ -204,22 +205,9 @@ class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
 
   //! Sizes and allocates every buffer once, and initialises the parameters from args.seed exactly
   //! as train_step does.
-  explicit eager_step(const fit_args& args) : args_(checked(args)) {
+  explicit eager_step(const fit_args& args) : args_(checked(args)), memory_(args_.batch) {
     const index_t b = args_.batch;
     const index_t rows = feature_rows();
-    params_ = buffer<value_type, System>(Net::param_count);
-    grads_ = buffer<value_type, System>(Net::param_count, value_type(0));
-    optim_state_ =
-        buffer<value_type, System>(Net::param_count * Optim::state_per_param, value_type(0));
-    if constexpr (sparse_input) {
-      // Room for the densest possible batch, as train_step.
-      sparse_offsets_ = buffer<std::int32_t, System>(rows + 1, 0);
-      sparse_indices_ = buffer<std::int32_t, System>(input_width * rows);
-      sparse_values_ = buffer<value_type, System>(input_width * rows);
-    } else {
-      input_ = buffer<value_type, System>(input_width * rows);
-    }
-    labels_ = buffer<std::int32_t, System>(b, 0);
     const index_t adversarial_values = adversarial
                                            ? stack_buffers<discriminator_stack>::elements(rows) +
                                                  rows + feature_width * (b + 2 * rows)
@@ -255,31 +243,24 @@ class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
   //! Draws fresh parameters from `seed` (nn::initialize_parameters, as train_step) and clears the
   //! optimizer state and step count.
   void initialize_parameters(std::uint64_t seed) {
-    nn::initialize_parameters<Net>(params_.data(), seed, args_.init);
-    optim_state_.fill(value_type(0));
+    memory_.initialize(seed, args_.init);
     step_index_ = 0;
   }
 
   //! Rows the step reads per call: B source then B target (B only without an adversarial head).
-  index_t feature_rows() const { return adversarial ? 2 * args_.batch : args_.batch; }
+  index_t feature_rows() const { return types::rows_for(args_.batch); }
 
   //! The batch the loader fills: [input_width, feature_rows()], source columns first.
-  matrix_view<value_type> input() requires(!sparse_input) {
-    return input_.matrix(input_width, feature_rows());
-  }
+  matrix_view<value_type> input() requires(!sparse_input) { return memory_.input(); }
 
   //! Where a sparse batch goes (sparse_input only), as train_step::sparse_batch_slots:
   //! feature_rows() samples, source first, in CSR form (offsets[0] = 0; sample c's non-zeros are
   //! values[k] at feature indices[k] for k in [offsets[c], offsets[c + 1])), with room for
   //! input_width non-zeros per sample.
   using sparse_batch_slots = typename fused_type::sparse_batch_slots;
-  sparse_batch_slots sparse_batch() requires sparse_input {
-    return {{sparse_offsets_.data(), std::size_t(feature_rows() + 1)},
-            {sparse_indices_.data(), sparse_indices_.size()},
-            {sparse_values_.data(), sparse_values_.size()}};
-  }
+  sparse_batch_slots sparse_batch() requires sparse_input { return memory_.sparse_batch(); }
   //! The source rows' class labels: [B], each in [0, class_count).
-  std::span<std::int32_t> source_labels() { return {labels_.data(), labels_.size()}; }
+  std::span<std::int32_t> source_labels() { return memory_.source_labels(); }
 
   //! One training step on input() (or sparse_batch()) and source_labels): forward, losses,
   //! backward, norms, clip, update, each operation its own pass.
@@ -310,26 +291,22 @@ class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
       return compute_gradients_on(matrix_view<const value_type>(input()), lambda);
   }
 
-  std::span<value_type> parameters() { return {params_.data(), params_.size()}; }
-  std::span<const value_type> parameters() const { return {params_.data(), params_.size()}; }
+  std::span<value_type> parameters() { return memory_.parameters(); }
+  std::span<const value_type> parameters() const { return memory_.parameters(); }
   //! The gradients of the last step: raw after compute_gradients(); after run(), clipped in
   //! place when the clip policy clipped (as a PyTorch parameter's .grad after clip_grad_norm_).
-  std::span<const value_type> gradients() const { return {grads_.data(), grads_.size()}; }
+  std::span<const value_type> gradients() const { return memory_.gradients(); }
   //! Squared norms of the last raw gradients, per module.
   const grad_norms& norms() const { return norms_; }
   //! The optimizer's per-parameter state, in train_step's layout.
-  std::span<value_type> optimizer_state() { return {optim_state_.data(), optim_state_.size()}; }
-  std::span<const value_type> optimizer_state() const {
-    return {optim_state_.data(), optim_state_.size()};
-  }
+  std::span<value_type> optimizer_state() { return memory_.optimizer_state(); }
+  std::span<const value_type> optimizer_state() const { return memory_.optimizer_state(); }
   //! Bytes of every buffer the step owns (parameters, gradients, optimizer state, batch, every
   //! intermediate; not the GEMM packing buffers), counted as train_step::memory_bytes counts its
   //! own: what benchmarks compare between executions.
   std::size_t memory_bytes() const {
     const auto bytes = [](const auto& b) { return b.size() * sizeof(*b.data()); };
-    return bytes(params_) + bytes(grads_) + bytes(optim_state_) + bytes(input_) +
-           bytes(sparse_offsets_) + bytes(sparse_indices_) + bytes(sparse_values_) +
-           bytes(labels_) + bytes(workspace_);
+    return memory_.memory_bytes() + bytes(workspace_);
   }
   //! Steps taken since initialisation.
   index_t step_index() const { return step_index_; }
@@ -356,18 +333,17 @@ class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
   // The CSR batch as a view, after train_step's checks (same messages, named eager_step).
   sparse_matrix_view<const T> checked_sparse_batch() {
     const index_t rows = feature_rows();
-    const std::int32_t* offsets = sparse_offsets_.data();
-    const std::int32_t* indices = sparse_indices_.data();
-    backend::host::check_sparse_offsets("eager_step", offsets, rows, sparse_values_.size());
-    backend::host::check_sparse_indices("eager_step", indices, offsets[rows], input_width);
-    return {offsets, indices, sparse_values_.data(), input_width, rows};
+    const sparse_matrix_view<const T> x = memory_.sparse_view();
+    backend::host::check_sparse_offsets("eager_step", x.offsets, rows, memory_.sparse_capacity());
+    backend::host::check_sparse_indices("eager_step", x.indices, x.offsets[rows], input_width);
+    return x;
   }
 
   template <class Input>
   step_report compute_gradients_on(const Input& x, double lambda) {
     const index_t b = args_.batch;
-    const T* p = params_.data();
-    T* g = grads_.data();
+    const T* p = memory_.parameters().data();
+    T* g = memory_.gradients().data();
     step_report report;
     report.lambda = lambda;
 
@@ -542,7 +518,7 @@ class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
     backend::host::map(probabilities_) =
         backend::host::map(log_probabilities_).unaryExpr([](T v) { return T(std::exp(v)); });
     // NLL: −mean over the samples of log p at the label.
-    const std::int32_t* y = labels_.data();
+    const std::int32_t* y = memory_.source_labels().data();
     double sum = 0;
     for (index_t c = 0; c < b; ++c) {
       if (y[c] < 0 || y[c] >= class_count)
@@ -557,7 +533,7 @@ class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
   void label_loss_gradient() {
     const index_t b = args_.batch;
     const matrix_view<T> dz = classifier_.output_gradient();
-    const std::int32_t* y = labels_.data();
+    const std::int32_t* y = memory_.source_labels().data();
     const T scale = T(1.0 / double(b));
     for (index_t c = 0; c < b; ++c)
       for (index_t k = 0; k < class_count; ++k)
@@ -621,7 +597,7 @@ class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
   // it is 1), then its clamp (a pass, clip_grad_value_). clip::none does nothing.
   void clip_gradients(const clip_scales& c) {
     if constexpr (!std::is_same_v<Clip, clip::none>) {
-      T* g = grads_.data();
+      T* g = memory_.gradients().data();
       const bool clamps = std::isfinite(c.limit);
       if (!clamps || c.task != 1 || c.discriminator != 1) {
         vector_map(g, Net::task_param_count) *= T(c.task);
@@ -651,19 +627,14 @@ class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
         // Without an adversarial head G_d is not trained: an empty range.
         module_region(Net::discriminator_offset, trained_param_count, args_.lr_mult.discriminator)};
     backend::host::update_parameters<Optim, System>(
-        params_.data(), grads_.data(), optim_state_.data(), Net::param_count, regions,
-        std::numeric_limits<double>::infinity(), !sparse_input);
+        memory_.parameters().data(), memory_.gradients().data(), memory_.optimizer_state().data(),
+        Net::param_count, regions, std::numeric_limits<double>::infinity(), !sparse_input);
   }
 
   fit_args args_;
-  buffer<T, System> params_;       // [param_count]: G_f, G_y, G_d
-  buffer<T, System> grads_;        // [param_count], same layout
-  buffer<T, System> optim_state_;  // [state_per_param · param_count]
-  buffer<T, System> input_;        // [input_width, rows] (dense input)
-  // A sparse batch (sparse_input): CSR offsets, feature indices and values, room for the densest.
-  buffer<std::int32_t, System> sparse_offsets_, sparse_indices_;
-  buffer<T, System> sparse_values_;
-  buffer<std::int32_t, System> labels_;    // [B]
+  // Parameters, gradients, optimizer state, batch and labels, as the fused step's executor holds
+  // them.
+  backend::host::step_memory<types, System> memory_;
   buffer<T, System> workspace_;            // every buffer below, carved once
   stack_buffers<feature_stack> features_;  // z, a, δa, δz per layer; δa of the last is δh
   stack_buffers<classifier_stack> classifier_;

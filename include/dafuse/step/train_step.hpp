@@ -20,9 +20,10 @@
 //! multiplies each gradient by: unscaling, the overflow check and clipping cost no pass of their
 //! own, and the step always unscales before it clips.
 #pragma once
+#include <dafuse/config.hpp>
+
 #include <dafuse/backend/executor.hpp>
 #include <dafuse/backend/select.hpp>
-#include <dafuse/config.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/core/profiler.hpp>

@@ -9,15 +9,17 @@
 //! its products read the master weights). The loss scale S enters through the losses' gradients
 //! and nowhere else; the gradients' squared norms are accumulated as the gradients are written.
 #pragma once
+#include <dafuse/config.hpp>
+
 #include <dafuse/backend/executor.hpp>
 #include <dafuse/backend/host/dense.hpp>
 #include <dafuse/backend/host/loss.hpp>
 #include <dafuse/backend/host/products.hpp>
 #include <dafuse/backend/host/sparse.hpp>
 #include <dafuse/backend/host/sparse_checks.hpp>
+#include <dafuse/backend/host/step_memory.hpp>
 #include <dafuse/backend/host/team.hpp>
 #include <dafuse/backend/host/update.hpp>
-#include <dafuse/config.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
@@ -79,22 +81,14 @@ class executor<System, Step> {
   //! are left for initialize().
   explicit executor(const fit_args& args)
       : args_(args),
+        memory_(args.batch),
         batch_(args.batch),
         rows_(Step::rows_for(args.batch)),
         classifier_rows_(Step::classifier_rows_for(args.batch)) {
     const index_t b = batch_, rows = rows_, classified = classifier_rows_;
-    params_ = buffer<value_type, System>(Net::param_count, value_type(0));
     if constexpr (mixed)
       working_params_ = buffer<value_type, System>(Net::param_count, value_type(0));
-    grads_ = buffer<value_type, System>(Net::param_count, value_type(0));
-    optim_state_ =
-        buffer<value_type, System>(Net::param_count * Optim::state_per_param, value_type(0));
     if constexpr (sparse_input) {
-      // Room for the densest possible batch, so no batch can ever need more (5 MB for the
-      // Amazon reviews' 5000 features and 128 rows).
-      sparse_offsets_ = buffer<std::int32_t, System>(rows + 1, 0);
-      sparse_indices_ = buffer<std::int32_t, System>(input_width * rows);
-      sparse_values_ = buffer<value_type, System>(input_width * rows);
       used_features_ = buffer<std::int32_t, System>(input_width);
       previous_used_features_ = buffer<std::int32_t, System>(input_width);
       feature_marks_ = buffer<std::uint8_t, System>(input_width, 0);
@@ -107,10 +101,7 @@ class executor<System, Step> {
             input_width, out, rows, input_width * rows, threads,
             host::sparse_deal_block<value_type>(input_width, out, threads));
       }
-    } else {
-      input_ = buffer<value_type, System>(input_width * rows);
     }
-    labels_ = buffer<std::int32_t, System>(b, 0);
     const index_t chunk = args.eval_chunk;
     // CDAN's map: softmax(g) [classes, rows], T and δT [classes · features, rows], row weights.
     const index_t joint_values =
@@ -161,42 +152,32 @@ class executor<System, Step> {
 
   //! Draws fresh parameters from `seed` (nn::initialize_parameters) and zeroes the optimizer
   //! state.
-  void initialize(std::uint64_t seed, nn::weight_init init) {
-    nn::initialize_parameters<Net>(params_.data(), seed, init);
-    optim_state_.fill(value_type(0));
-  }
+  void initialize(std::uint64_t seed, nn::weight_init init) { memory_.initialize(seed, init); }
 
   // ---- Where the loader writes -------------------------------------------------------------
 
   //! The dense batch: [input_width, rows], source columns first.
-  matrix_view<value_type> input() requires(!sparse_input) {
-    return input_.matrix(input_width, rows_);
-  }
+  matrix_view<value_type> input() requires(!sparse_input) { return memory_.input(); }
   //! The sparse batch's CSR arrays, with room for the densest batch.
   sparse_batch_slots<value_type> sparse_batch() requires sparse_input {
-    return {{sparse_offsets_.data(), std::size_t(rows_ + 1)},
-            {sparse_indices_.data(), sparse_indices_.size()},
-            {sparse_values_.data(), sparse_values_.size()}};
+    return memory_.sparse_batch();
   }
   //! The source rows' class labels: [B].
-  std::span<std::int32_t> source_labels() { return {labels_.data(), labels_.size()}; }
+  std::span<std::int32_t> source_labels() { return memory_.source_labels(); }
 
   // ---- State ------------------------------------------------------------------------------
 
-  std::span<value_type> parameters() { return {params_.data(), params_.size()}; }
-  std::span<const value_type> parameters() const { return {params_.data(), params_.size()}; }
-  std::span<const value_type> gradients() const { return {grads_.data(), grads_.size()}; }
-  std::span<value_type> optimizer_state() { return {optim_state_.data(), optim_state_.size()}; }
-  std::span<const value_type> optimizer_state() const {
-    return {optim_state_.data(), optim_state_.size()};
-  }
+  std::span<value_type> parameters() { return memory_.parameters(); }
+  std::span<const value_type> parameters() const { return memory_.parameters(); }
+  std::span<const value_type> gradients() const { return memory_.gradients(); }
+  std::span<value_type> optimizer_state() { return memory_.optimizer_state(); }
+  std::span<const value_type> optimizer_state() const { return memory_.optimizer_state(); }
   //! Bytes of every buffer the executor owns (not the GEMM packing buffers).
   std::size_t memory_bytes() const {
     const auto bytes = [](const auto& b) { return b.size() * sizeof(*b.data()); };
-    return bytes(params_) + bytes(working_params_) + bytes(grads_) + bytes(optim_state_) +
-           bytes(input_) + bytes(sparse_offsets_) + bytes(sparse_indices_) + bytes(sparse_values_) +
-           bytes(used_features_) + bytes(previous_used_features_) + bytes(feature_marks_) +
-           bytes(labels_) + bytes(workspace_) + feature_parts_.memory_bytes();
+    return memory_.memory_bytes() + bytes(working_params_) + bytes(used_features_) +
+           bytes(previous_used_features_) + bytes(feature_marks_) + bytes(workspace_) +
+           feature_parts_.memory_bytes();
   }
 
   // ---- Phases -----------------------------------------------------------------------------
@@ -251,7 +232,7 @@ class executor<System, Step> {
   double backward(double input_scale, bool accumulate) {
     using stack = typename Net::template stack<M>;
     constexpr index_t at = Net::template offset<M>;
-    value_type* g = grads_.data();
+    value_type* g = memory_.gradients().data();
     if constexpr (M == module::features) {
       double sq = 0;
       with_batch([&](const auto& x) {
@@ -317,7 +298,7 @@ class executor<System, Step> {
     const index_t b = batch_;
     const matrix_view<value_type> z = classifier_.output();
     const matrix_view<value_type> dz = classifier_.output_gradient();
-    const std::int32_t* y = labels_.data();
+    const std::int32_t* y = memory_.source_labels().data();
     const value_type scale = value_type(loss_scale / double(b));
     for (index_t c = 0; c < b; ++c)
       if (y[c] < 0 || y[c] >= class_count)
@@ -363,9 +344,9 @@ class executor<System, Step> {
     for (std::size_t m = 0; m < modules.size(); ++m)
       regions[m] = region{modules[m].begin, modules[m].end, value_type(modules[m].scale),
                           Optim::template make<value_type>(args_, modules[m].lr, step_index)};
-    host::update_parameters<Optim, System>(params_.data(), grads_.data(), optim_state_.data(),
-                                           Net::param_count, regions, clip_limit,
-                                           !sparse_input || dealt(), weight_blocks_);
+    host::update_parameters<Optim, System>(
+        memory_.parameters().data(), memory_.gradients().data(), memory_.optimizer_state().data(),
+        Net::param_count, regions, clip_limit, !sparse_input || dealt(), weight_blocks_);
   }
 
   // ---- Inference --------------------------------------------------------------------------
@@ -452,9 +433,9 @@ class executor<System, Step> {
   // The products read their weights at product_weights(): the master copy or this one.
   const value_type* working_parameters() {
     if constexpr (!mixed) {
-      return params_.data();
+      return memory_.parameters().data();
     } else {
-      const value_type* master = params_.data();
+      const value_type* master = memory_.parameters().data();
       value_type* working = working_params_.data();
       const auto round_range = [&](index_t first, index_t last) {
         for (index_t i = first; i < last; ++i) working[i] = products_type::round(master[i]);
@@ -478,7 +459,7 @@ class executor<System, Step> {
   }
   // Where the products read the weights, given working_parameters()' result.
   const value_type* product_weights(const value_type* working) const {
-    return products_read_master ? params_.data() : working;
+    return products_read_master ? memory_.parameters().data() : working;
   }
   // Runs round_range(first, last) over each bias of `Stack`, whose parameters start at `offset`.
   template <class Stack, class F>
@@ -519,11 +500,12 @@ class executor<System, Step> {
   // columns of used features and needs zeros there; every other column stays zero.
   sparse_matrix_view<const value_type> prepare_sparse_batch() {
     const index_t rows = rows_;
-    const std::int32_t* offsets = sparse_offsets_.data();
-    const std::int32_t* indices = sparse_indices_.data();
-    host::check_sparse_offsets("train_step", offsets, rows, sparse_values_.size());
+    sparse_matrix_view<const value_type> x = memory_.sparse_view();
+    const std::int32_t* offsets = x.offsets;
+    const std::int32_t* indices = x.indices;
+    host::check_sparse_offsets("train_step", offsets, rows, memory_.sparse_capacity());
     constexpr index_t out = feature_stack::template layer<0>::out;
-    value_type* dw = grads_.data() + Net::features_offset;  // layer 0's weights come first
+    value_type* dw = memory_.gradients().data() + Net::features_offset;  // layer 0's W first
     std::swap(used_features_, previous_used_features_);
     for (index_t k = 0; k < used_count_; ++k)
       std::fill_n(dw + index_t(previous_used_features_.data()[k]) * out, out, value_type(0));
@@ -543,8 +525,6 @@ class executor<System, Step> {
       }
     }
     for (index_t u = 0; u < used_count_; ++u) marks[used[u]] = 0;
-    sparse_matrix_view<const value_type> x{offsets, indices, sparse_values_.data(), input_width,
-                                           rows};
     x.used_rows = used;
     x.used_count = used_count_;
     return x;
@@ -557,16 +537,13 @@ class executor<System, Step> {
   // its columns of the weight gradient that the previous batch wrote.
   host::dealt_sparse_batch<value_type> deal_sparse_batch() {
     const index_t rows = rows_;
-    const std::int32_t* offsets = sparse_offsets_.data();
-    const std::int32_t* indices = sparse_indices_.data();
-    host::check_sparse_offsets("train_step", offsets, rows, sparse_values_.size());
-    host::check_sparse_indices("train_step", indices, offsets[rows], input_width);
+    const sparse_matrix_view<const value_type> x = memory_.sparse_view();
+    host::check_sparse_offsets("train_step", x.offsets, rows, memory_.sparse_capacity());
+    host::check_sparse_indices("train_step", x.indices, x.offsets[rows], input_width);
     constexpr index_t out = feature_stack::template layer<0>::out;
-    value_type* dw = grads_.data() + Net::features_offset;  // layer 0's weights come first
-    return feature_parts_.deal(
-        sparse_matrix_view<const value_type>{offsets, indices, sparse_values_.data(), input_width,
-                                             rows},
-        [dw](index_t j) { std::fill_n(dw + j * out, out, value_type(0)); });
+    value_type* dw = memory_.gradients().data() + Net::features_offset;  // layer 0's W first
+    return feature_parts_.deal(x,
+                               [dw](index_t j) { std::fill_n(dw + j * out, out, value_type(0)); });
   }
 
   //! Records the weight matrices of `Stack`, whose parameters start at `offset`, from
@@ -599,19 +576,13 @@ class executor<System, Step> {
   }
 
   fit_args args_;
-  index_t batch_;                      // B
-  index_t rows_;                       // rows per batch: B source, then B target with target rows
-  index_t classifier_rows_;            // rows G_y runs on: B, or all rows when the head reads them
-  buffer<value_type, System> params_;  // [param_count]: G_f, G_y, G_d
-  // Mixed precision: params_ rounded (only its biases are written when products_read_master),
-  // else empty.
+  host::step_memory<Step, System> memory_;  // parameters, gradients, optimizer state, batch, labels
+  index_t batch_;                           // B
+  index_t rows_;             // rows per batch: B source, then B target with target rows
+  index_t classifier_rows_;  // rows G_y runs on: B, or all rows when the head reads them
+  // Mixed precision: the parameters rounded (only their biases are written when
+  // products_read_master), else empty.
   buffer<value_type, System> working_params_;
-  buffer<value_type, System> grads_;        // [param_count], same layout
-  buffer<value_type, System> optim_state_;  // [state_per_param · param_count]
-  buffer<value_type, System> input_;        // [input_width, rows] (dense input)
-  // A sparse batch (sparse_input): CSR offsets, feature indices and values, room for the densest.
-  buffer<std::int32_t, System> sparse_offsets_, sparse_indices_;
-  buffer<value_type, System> sparse_values_;
   // Features the current and the previous sparse batch use, and a mark per feature (all 0
   // between calls) to list them without duplicates.
   buffer<std::int32_t, System> used_features_, previous_used_features_;
@@ -622,7 +593,6 @@ class executor<System, Step> {
   // The prepared sparse batch: listed on one thread, or dealt.
   sparse_matrix_view<const value_type> listed_batch_{};
   host::dealt_sparse_batch<value_type> dealt_batch_{};
-  buffer<std::int32_t, System> labels_;   // [B]
   buffer<value_type, System> workspace_;  // every scratch below, carved once
   stack_scratch<feature_stack> features_;
   stack_scratch<classifier_stack> classifier_;

@@ -7,8 +7,9 @@
 //! into micro-panels (Goto & van de Geijn's blocking); a panel read along its contiguous index is
 //! a copy, one read across it is a transpose of 16×16 blocks. Nothing here runs on a GPU.
 #pragma once
-#include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/config.hpp>
+
+#include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/core/meta.hpp>
 
 #if defined(__AVX512F__) && !defined(__CUDACC__)

@@ -17,8 +17,9 @@
 //! blocks; b += team)`, and `sync()` is a barrier among the team's `team` threads (`#pragma omp
 //! barrier` in an OpenMP region). Values do not depend on which path ran them.
 #pragma once
-#include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/config.hpp>
+
+#include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/core/meta.hpp>
 
 #include <algorithm>

@@ -2,10 +2,11 @@
 //! @file backend/host/update.hpp
 //! @brief The one pass over all parameters that applies clipping and the optimizer update.
 #pragma once
+#include <dafuse/config.hpp>
+
 #include <dafuse/backend/host/partition.hpp>
 #include <dafuse/backend/host/team.hpp>
 #include <dafuse/backend/host/tuning.hpp>
-#include <dafuse/config.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/core/system.hpp>
