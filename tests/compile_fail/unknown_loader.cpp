@@ -1,6 +1,8 @@
 // A loader type with no batcher behind it.
 // expect: dafuse: no batcher for this loader policy
 #include "common.hpp"
+
+#include <dafuse/data/batcher.hpp>
 struct my_loader {
   using loader_tag = void;
   static constexpr bool data_in_step_memory = false;

@@ -1,3 +1,4 @@
-// clip × head × optimizer in precision::bf16 (see combinations.hpp).
-#define DAFUSE_TEST_PRECISION df::precision::bf16
+// Slow suite: clip × head × optimizer in df::precision::bf16 (see combinations.hpp).
 #include "combinations.hpp"
+
+TEST_CASE_TEMPLATE_APPLY(trains, combinations::every_combination<df::precision::bf16>);

@@ -1,3 +1,4 @@
-// clip × head × optimizer in precision::fp16<df::loss_scale::dynamic> (see combinations.hpp).
-#define DAFUSE_TEST_PRECISION df::precision::fp16<df::loss_scale::dynamic>
+// Slow suite: clip × head × optimizer in fp16_dynamic (see combinations.hpp).
 #include "combinations.hpp"
+
+TEST_CASE_TEMPLATE_APPLY(trains, combinations::every_combination<combinations::fp16_dynamic>);

@@ -1,3 +1,4 @@
-// clip × head × optimizer in precision::fp16<df::loss_scale::fixed<1024>> (see combinations.hpp).
-#define DAFUSE_TEST_PRECISION df::precision::fp16<df::loss_scale::fixed<1024>>
+// Slow suite: clip × head × optimizer in fp16_fixed (see combinations.hpp).
 #include "combinations.hpp"
+
+TEST_CASE_TEMPLATE_APPLY(trains, combinations::every_combination<combinations::fp16_fixed>);

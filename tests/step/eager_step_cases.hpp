@@ -1,10 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// eager_step against train_step: built from the same fit_args they start from the same weights,
-// and on the same batches they report the same losses and norms and train the same weights, for
-// dense, wide (products split by W's columns) and sparse networks, both heads, every clip policy
-// and every optimizer, in fp64 (to 1e-12 relative) and fp32 (to 1e-5: the passes sum in other
-// orders). Non-finite batches skip the update in both; bad labels and sparse batches are errors;
-// the interface is train_step's.
+// The cases eager_step's tests run (eager_step_<part>_test.cpp, one translation unit per network
+// family and precision, so both cores share them): each configuration built both ways from the
+// same fit_args, the batches both see, and the checks as templates over a case.
+#pragma once
 #include <dafuse/head/dann.hpp>
 #include <dafuse/head/source_only.hpp>
 #include <dafuse/step/eager_step.hpp>
@@ -22,7 +20,7 @@
 
 namespace df = dafuse;
 
-namespace {
+namespace eager_cases {
 // tanh features, a sigmoid hidden layer in G_y, ReLU in G_d.
 using mixed_net = df::nn::dann_net<df::nn::mlp<6, 16, 12, df::nn::tanh>,
                                    df::nn::mlp<12, 10, 4, df::nn::sigmoid>,
@@ -66,7 +64,7 @@ struct both {
 };
 
 // Small bounds, so that every clip policy clips at every step.
-df::fit_args base_args() {
+inline df::fit_args base_args() {
   return {.steps = 8,
           .batch = 6,
           .lr = 0.05f,
@@ -152,7 +150,7 @@ struct sparse_adam_fp32 : both<sparse_net, fp32, none, dann, adam> {
   }
 };
 // The wide network: 32 + 32 rows (fewer samples than inputs), four steps.
-df::fit_args wide_args() {
+inline df::fit_args wide_args() {
   df::fit_args a = base_args();
   a.steps = 4;
   a.batch = 32;
@@ -198,7 +196,7 @@ void fill(Step& s, std::uint32_t draw) {
 }
 
 // |a − b| relative to the larger of the two (0 when both are 0).
-double relative_difference(double a, double b) {
+inline double relative_difference(double a, double b) {
   const double scale = std::max(std::abs(a), std::abs(b));
   return scale == 0 ? 0 : std::abs(a - b) / scale;
 }
@@ -244,25 +242,11 @@ void check_reports_agree(const df::step_report& e, const df::step_report& f, dou
   CHECK(e.loss_scale == 1);
   CHECK(e.skipped == f.skipped);
 }
-}  // namespace
 
-TEST_CASE_TEMPLATE("eager_step trains the weights train_step trains from the same arguments",
-                   Case,
-                   sgd_momentum_fp64,
-                   sgd_momentum_fp32,
-                   nesterov_global_norm_fp64,
-                   dampened_global_norm_fp32,
-                   adam_per_module_norm_fp64,
-                   adamw_per_module_norm_fp32,
-                   plain_sgd_value_fp64,
-                   adam_value_fp32,
-                   source_only_global_norm_fp64,
-                   source_only_adamw_fp32,
-                   sparse_global_norm_fp64,
-                   sparse_adam_fp32,
-                   sparse_source_only_per_module_norm_fp64,
-                   wide_global_norm_fp64,
-                   wide_adam_fp32) {
+//! Both steps run Case::args().steps steps on the same batches: same reports, clipped
+//! gradients, trained weights and optimizer state.
+template <class Case>
+void check_trains_alike() {
   using fused_type = typename Case::fused;
   using eager_type = typename Case::eager;
   using T = typename eager_type::value_type;
@@ -308,13 +292,9 @@ TEST_CASE_TEMPLATE("eager_step trains the weights train_step trains from the sam
   }
 }
 
-TEST_CASE_TEMPLATE("eager_step's raw gradients are train_step's, batch after batch (double)",
-                   Case,
-                   sgd_momentum_fp64,
-                   source_only_global_norm_fp64,
-                   sparse_global_norm_fp64,
-                   sparse_source_only_per_module_norm_fp64,
-                   wide_global_norm_fp64) {
+//! compute_gradients on four batches at four λ: the same raw gradients and norms (double).
+template <class Case>
+void check_raw_gradients() {
   const df::fit_args args = Case::args();
   typename Case::fused fused(args);
   typename Case::eager eager(args);
@@ -331,11 +311,9 @@ TEST_CASE_TEMPLATE("eager_step's raw gradients are train_step's, batch after bat
   CHECK(eager.step_index() == 0);
 }
 
-TEST_CASE_TEMPLATE("a non-finite batch skips the update in both steps alike",
-                   Case,
-                   sgd_momentum_fp32,
-                   adam_per_module_norm_fp64,
-                   sparse_adam_fp32) {
+//! A non-finite batch after a normal step is skipped alike, and training goes on in step.
+template <class Case>
+void check_skips_non_finite() {
   using T = typename Case::eager::value_type;
   const df::fit_args args = Case::args();
   typename Case::fused fused(args);
@@ -376,76 +354,4 @@ TEST_CASE_TEMPLATE("a non-finite batch skips the update in both steps alike",
                                      std::span<const T>(fused.parameters())) <= Case::tolerance);
 }
 
-TEST_CASE("eager_step offers train_step's interface and argument checks") {
-  using f = sgd_momentum_fp32::fused;
-  using e = sgd_momentum_fp32::eager;
-  static_assert(
-      e::input_width == f::input_width && e::class_count == f::class_count &&
-      e::feature_width == f::feature_width && e::draws_target_rows == f::draws_target_rows &&
-      e::sparse_input == f::sparse_input && e::trained_param_count == f::trained_param_count &&
-      std::is_same_v<e::value_type, f::value_type> &&
-      std::is_same_v<e::accumulate_type, f::accumulate_type> &&
-      std::is_same_v<e::schedule_type, f::schedule_type> &&
-      std::is_same_v<e::arguments, df::fit_args> && std::is_same_v<e::fused_type, f>);
-  static_assert(sparse_adam_fp32::eager::sparse_input);
-  static_assert(!source_only_adamw_fp32::eager::trains_discriminator);
-
-  for (const df::fit_args& a : {df::fit_args{}, df::fit_args{.batch = 0}, df::fit_args{.lr = -1},
-                                df::fit_args{.nesterov = true}, df::fit_args{.lambda_max = -1}})
-    CHECK(e::can_implement(a).message == f::can_implement(a).message);
-  CHECK(adam_value_fp32::eager::can_implement({.max_grad_value = 0})
-            .message.find("fit_args.max_grad_value") != std::string::npos);
-  CHECK_THROWS_WITH_AS(e(df::fit_args{.batch = -3}),
-                       doctest::Contains("dafuse: fit_args.batch: expected at least 1"), df::error);
-
-  e dense(df::fit_args{.batch = 5});
-  CHECK(dense.feature_rows() == 10);
-  CHECK(dense.input().rows == 6);
-  CHECK(dense.input().cols == 10);
-  CHECK(dense.source_labels().size() == 5);
-  CHECK(dense.parameters().size() == std::size_t(mixed_net::param_count));
-  CHECK(dense.gradients().size() == std::size_t(mixed_net::param_count));
-  CHECK(dense.optimizer_state().size() == std::size_t(mixed_net::param_count));
-  CHECK(dense.args().batch == 5);
-  CHECK(dense.step_index() == 0);
-  // Every intermediate has its own buffer: more memory than the fused step's scratch (without
-  // the fused step's evaluation buffers, which eager_step does not have).
-  CHECK(dense.memory_bytes() > f(df::fit_args{.batch = 5, .eval_chunk = 1}).memory_bytes());
-  source_only_adamw_fp32::eager source(df::fit_args{.batch = 5});
-  CHECK(source.input().cols == 5);  // only source rows
-  CHECK(source.optimizer_state().size() == 2 * std::size_t(relu_net::param_count));
-
-  sparse_adam_fp32::eager sparse(df::fit_args{.batch = 4});
-  sparse_adam_fp32::fused sparse_fused(df::fit_args{.batch = 4});
-  CHECK(sparse.sparse_batch().offsets.size() == sparse_fused.sparse_batch().offsets.size());
-  CHECK(sparse.sparse_batch().indices.size() == sparse_fused.sparse_batch().indices.size());
-  CHECK(sparse.sparse_batch().values.size() == sparse_fused.sparse_batch().values.size());
-}
-
-TEST_CASE("bad labels and sparse batches are errors that name the slot and change nothing") {
-  sgd_momentum_fp32::eager dense(sgd_momentum_fp32::args());
-  fill(dense, 0);
-  dense.source_labels()[2] = 4;
-  const std::vector<float> before(dense.parameters().begin(), dense.parameters().end());
-  CHECK_THROWS_WITH_AS(dense.run(),
-                       doctest::Contains("eager_step: source_labels()[2]: expected a class in "
-                                         "[0, 4)"),
-                       df::error);
-  CHECK(std::equal(before.begin(), before.end(), dense.parameters().begin()));
-  CHECK(dense.step_index() == 0);
-
-  sparse_adam_fp32::eager sparse(sparse_adam_fp32::args());
-  fill(sparse, 0);
-  auto slots = sparse.sparse_batch();
-  const std::int32_t saved = slots.indices[3];
-  slots.indices[3] = 30;
-  CHECK_THROWS_WITH_AS(
-      sparse.run(),
-      doctest::Contains("eager_step: sparse_batch().indices[3]: expected a feature in [0, 30)"),
-      df::error);
-  slots.indices[3] = saved;
-  slots.offsets[2] = slots.offsets[1] - 1;
-  CHECK_THROWS_WITH_AS(sparse.run(), doctest::Contains("sparse_batch().offsets[2]"), df::error);
-  fill(sparse, 0);
-  CHECK_NOTHROW(sparse.run());  // usable again after the errors
-}
+}  // namespace eager_cases
