@@ -84,15 +84,39 @@ TEST_CASE("fit rejects data that does not match the network, naming the file and
   const auto wide = blobs(df::data::domain::target, 0, 40, 4);
   CHECK_THROWS_WITH_AS(df::fit<dann_step>(s, wide, args),
                        doctest::Contains("blobs target: feature width: expected 3"), df::error);
+  const auto t = blobs(df::data::domain::target, 0.5f, 40);
   auto bad_labels = blobs(df::data::domain::source, 0, 60);
   bad_labels.labels[5] = 7;
-  CHECK_THROWS_WITH_AS(df::fit<dann_step>(bad_labels, s, args),
+  CHECK_THROWS_WITH_AS(df::fit<dann_step>(bad_labels, t, args),
                        doctest::Contains("blobs source: labels[5]: expected a class in [0, 2)"),
                        df::error);
   auto unlabelled = blobs(df::data::domain::source, 0, 60);
   unlabelled.labels.clear();
-  CHECK_THROWS_WITH_AS(df::fit<dann_step>(unlabelled, s, args),
+  CHECK_THROWS_WITH_AS(df::fit<dann_step>(unlabelled, t, args),
                        doctest::Contains("blobs source: labels"), df::error);
+}
+
+TEST_CASE("fit refuses a source and target of the wrong domains, so target labels never train") {
+  const auto s = blobs(df::data::domain::source, 0, 60);
+  const auto t = blobs(df::data::domain::target, 0.5f, 40);
+  dann_step step(args);
+  const std::vector<float> before(step.parameters().begin(), step.parameters().end());
+  CHECK_THROWS_WITH_AS(df::fit(step, t, s),
+                       doctest::Contains("dafuse: fit: source: expected a source-domain data set "
+                                         "(fit<Step>(source, target, ...)), found 'blobs target', "
+                                         "of the target domain: are source and target swapped?"),
+                       df::error);
+  CHECK_THROWS_WITH_AS(df::fit(step, s, s),
+                       doctest::Contains("fit: target: expected a target-domain data set"),
+                       df::error);
+  CHECK_THROWS_WITH_AS(df::fit(step, s, t, t, df::fit_options{}),
+                       doctest::Contains("fit: validation: expected a source-domain data set"),
+                       df::error);
+  // Nothing trained: the refusals come before the first step.
+  CHECK(step.step_index() == 0);
+  CHECK(std::equal(before.begin(), before.end(), step.parameters().begin()));
+  // Source-only heads read no target rows, but the target is still checked: it is evaluated.
+  CHECK_THROWS_AS(df::fit<step_t<df::head::source_only<>>>(t, t, args), df::error);
 }
 
 TEST_CASE("loader::sync and loader::resident fits agree bitwise") {

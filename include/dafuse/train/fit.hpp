@@ -23,6 +23,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dafuse {
@@ -405,9 +406,25 @@ fit_result train_loop(Step& step,
   return r;
 }
 
-//! What every fit checks of its data before training: widths and label ranges.
+//! Refuses a data set of the other domain in `role` ("source", "target", "validation"): swapped
+//! arguments would train on the target's labels, which adaptation must never read.
+template <class Data>
+void check_domain(const Data& d, data::domain expected, std::string_view role) {
+  if (d.side == expected) return;
+  const bool source = expected == data::domain::source;
+  fail("fit", role,
+       source ? "a source-domain data set (fit<Step>(source, target, ...))"
+              : "a target-domain data set (fit<Step>(source, target, ...))",
+       "'" + d.origin + "', of the " + (source ? "target" : "source") +
+           " domain: are source and target swapped?");
+}
+
+//! What every fit checks of its data before training: domains, widths and label ranges.
 template <class Step, class Data>
 void check_fit_data(const Data& source, const Data& target, const Data* validation) {
+  check_domain(source, data::domain::source, "source");
+  check_domain(target, data::domain::target, "target");
+  if (validation) check_domain(*validation, data::domain::source, "validation");
   data::check_width(source, Step::input_width);
   data::check_labels(source, Step::class_count);
   if (Step::draws_target_rows) data::check_width(target, Step::input_width);
@@ -459,10 +476,11 @@ fit_result fit_on(Step& step,
 }  // namespace detail
 
 //! Trains `step` in place on batches its loader draws from `source` (labelled) and `target`
-//! (labels, if any, are never used for training: only reported), as `options` says: evaluation
-//! every K steps with label-free validators, selection, early stopping, checkpoints, resume,
-//! callbacks and profiling (see fit_options). Returns timings, accuracies and the evaluations;
-//! the step keeps the trained (or, with restore_best, the selected) parameters.
+//! (labels, if any, are never used for training: only reported); their `side`s must be
+//! domain::source and domain::target (a validation set's domain::source), or fit refuses them, as
+//! `options` says: evaluation every K steps with label-free validators, selection, early stopping,
+//! checkpoints, resume, callbacks and profiling (see fit_options). Returns timings, accuracies and
+//! the evaluations; the step keeps the trained (or, with restore_best, the selected) parameters.
 //!
 //! fit_result::data_wait_seconds sums the loader's waits over the fills (its wait_seconds()): the
 //! whole fill for loader::sync and loader::resident, only the time blocked on a batch the workers
