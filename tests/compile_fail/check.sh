@@ -3,8 +3,9 @@
 #        check.sh --clean FILE... -- COMPILER [FLAGS...]
 # The first form: FILE fails to compile with -DDAFUSE_COMPILE_FAIL, with a diagnostic containing
 # the text of its "// expect: " line. The second: every FILE compiles cleanly as it is, all in one
-# translation unit (each inside a namespace of its own, after the headers they share), so the
-# headers are parsed once for all the cases rather than once per case.
+# translation unit (each inside a namespace of its own, after every header the cases include,
+# which #pragma once then keeps out of the namespaces), so the headers are parsed once for all
+# the cases rather than once per case.
 set -u
 if [ "$1" = "--clean" ]; then
   shift
@@ -14,9 +15,7 @@ if [ "$1" = "--clean" ]; then
   tu=$(mktemp --suffix=.cpp)
   trap 'rm -f "$tu"' EXIT
   {
-    echo '#include "common.hpp"'
-    echo '#include <dafuse/data/batcher.hpp>'
-    echo '#include <dafuse/step/eager_step.hpp>'
+    grep -h '^#include' "${files[@]}" | sort -u
     for f in "${files[@]}"; do
       echo "namespace case_$(basename "$f" .cpp) {"
       echo "#include \"$(cd "$(dirname "$f")" && pwd)/$(basename "$f")\""

@@ -17,8 +17,8 @@ export work include
 check() {
   local header=$1; shift
   local log="$work/${header//\//_}.log"
-  if ! printf '#include <%s>\n' "$header" | "$@" -I"$include" -Wall -Wextra -Werror -fsyntax-only -x c++ - \
-      >"$log" 2>&1; then
+  if ! printf '#include <%s>\n' "$header" |
+      "$@" -I"$include" -Wall -Wextra -Werror -fsyntax-only -x c++ - >"$log" 2>&1; then
     echo "$header" >>"$work/failed"
   fi
 }

@@ -413,8 +413,8 @@ void check_domain(const Data& d, data::domain expected, std::string_view role) {
   if (d.side == expected) return;
   const bool source = expected == data::domain::source;
   fail("fit", role,
-       source ? "a source-domain data set (fit<Step>(source, target, ...))"
-              : "a target-domain data set (fit<Step>(source, target, ...))",
+       std::string(source ? "a source" : "a target") +
+           "-domain data set (fit<Step>(source, target, ...))",
        "'" + d.origin + "', of the " + (source ? "target" : "source") +
            " domain: are source and target swapped?");
 }
@@ -476,11 +476,12 @@ fit_result fit_on(Step& step,
 }  // namespace detail
 
 //! Trains `step` in place on batches its loader draws from `source` (labelled) and `target`
-//! (labels, if any, are never used for training: only reported); their `side`s must be
-//! domain::source and domain::target (a validation set's domain::source), or fit refuses them, as
-//! `options` says: evaluation every K steps with label-free validators, selection, early stopping,
-//! checkpoints, resume, callbacks and profiling (see fit_options). Returns timings, accuracies and
-//! the evaluations; the step keeps the trained (or, with restore_best, the selected) parameters.
+//! (labels, if any, are never used for training: only reported), as `options` says: evaluation
+//! every K steps with label-free validators, selection, early stopping, checkpoints, resume,
+//! callbacks and profiling (see fit_options). Returns timings, accuracies and the evaluations;
+//! the step keeps the trained (or, with restore_best, the selected) parameters. The sets' `side`s
+//! must be domain::source and domain::target (a validation set's domain::source): fit refuses
+//! swapped or mismatched sets before the first step.
 //!
 //! fit_result::data_wait_seconds sums the loader's waits over the fills (its wait_seconds()): the
 //! whole fill for loader::sync and loader::resident, only the time blocked on a batch the workers
