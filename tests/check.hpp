@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <string_view>
@@ -53,6 +54,24 @@ std::string error_message(F&& f) {
     return e.what();
   }
   return "";
+}
+
+//! Whether calling f throws dafuse::error with a message containing every one of `parts`.
+template <class F>
+bool throws_naming(F f, std::initializer_list<std::string_view> parts) {
+  try {
+    f();
+  } catch (const dafuse::error& e) {
+    const std::string m = e.what();
+    for (const std::string_view part : parts) {
+      if (m.find(part) == std::string::npos) {
+        MESSAGE("message lacks \"" << std::string(part) << "\": " << m);
+        return false;
+      }
+    }
+    return true;
+  }
+  return false;
 }
 
 //! Largest |a_i − b_i| divided by the scale of b (its largest magnitude, at least `floor`):

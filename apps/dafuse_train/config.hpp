@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // dafuse-train's command line: every option, its default, and the parser that checks them.
 #pragma once
-#include <dafuse/select/validators.hpp>
+#include <dafuse/select/validator.hpp>
 
 #include <cstdint>
 #include <stdexcept>

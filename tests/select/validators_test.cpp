@@ -21,6 +21,7 @@ namespace sel = dafuse::select;
 using dafuse::counter_rng;
 using dafuse::index_t;
 using dafuse::rng_stream;
+using dafuse::test::throws_naming;
 
 //! A column-major [rows, cols] matrix of floats that owns its values.
 struct host_matrix {
@@ -124,24 +125,6 @@ struct two_point_domains {
 };
 
 const float minus_one = -1.0f, plus_one = 1.0f;
-
-//! Whether calling f throws dafuse::error with a message containing every one of `parts`.
-template <class F>
-bool throws_naming(F f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-  } catch (const dafuse::error& e) {
-    const std::string m = e.what();
-    for (const std::string_view part : parts) {
-      if (m.find(part) == std::string::npos) {
-        MESSAGE("message lacks \"" << std::string(part) << "\": " << m);
-        return false;
-      }
-    }
-    return true;
-  }
-  return false;
-}
 
 }  // namespace
 
@@ -522,34 +505,6 @@ TEST_CASE(
   CHECK(sel::deep_embedded_validation(d.source.view(), std::span<const float>(loss_f),
                                       d.target.view()) ==
         doctest::Approx(dev_default).epsilon(1e-6));
-}
-
-// --- validator names ------------------------------------------------------------------------
-
-TEST_CASE("every validator's name parses back to it") {
-  for (const sel::validator v : sel::all_validators) {
-    CAPTURE(std::string(sel::name(v)));
-    CHECK(sel::parse_validator(sel::name(v)) == v);
-    CHECK_FALSE(sel::needs_target_labels(v));
-  }
-  CHECK(sel::name(sel::validator::information_maximization) == "im");
-  CHECK(sel::name(sel::validator::source_accuracy) == "source_accuracy");
-}
-
-TEST_CASE("higher_is_better holds for accuracy, IM and SND, and not for entropy, DEV and PAD") {
-  CHECK(sel::higher_is_better(sel::validator::source_accuracy));
-  CHECK(sel::higher_is_better(sel::validator::information_maximization));
-  CHECK(sel::higher_is_better(sel::validator::snd));
-  CHECK_FALSE(sel::higher_is_better(sel::validator::entropy));
-  CHECK_FALSE(sel::higher_is_better(sel::validator::dev));
-  CHECK_FALSE(sel::higher_is_better(sel::validator::pad));
-}
-
-TEST_CASE("parse_validator rejects an unknown name, naming the field and every valid name") {
-  CHECK(throws_naming([] { (void)sel::parse_validator("accuracy", "--select"); },
-                      {"select::parse_validator", "--select", "\"accuracy\"", "source_accuracy",
-                       "entropy", "im", "snd", "dev", "pad"}));
-  CHECK(throws_naming([] { (void)sel::parse_validator("IM"); }, {"validator", "\"IM\""}));
 }
 
 // --- misuse ---------------------------------------------------------------------------------

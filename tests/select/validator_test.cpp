@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tests for select/validator.hpp: every name parses back to its validator, which validators rise
+// with quality, and an unknown name's error. Includes only the light header, which so compiles
+// alone with what it needs.
+#include <dafuse/select/validator.hpp>
+#include "../check.hpp"
+
+#include <string>
+
+namespace {
+
+namespace sel = dafuse::select;
+using dafuse::test::throws_naming;
+
+TEST_CASE("every validator's name parses back to it") {
+  for (const sel::validator v : sel::all_validators) {
+    CAPTURE(std::string(sel::name(v)));
+    CHECK(sel::parse_validator(sel::name(v)) == v);
+    CHECK_FALSE(sel::needs_target_labels(v));
+  }
+  CHECK(sel::name(sel::validator::information_maximization) == "im");
+  CHECK(sel::name(sel::validator::source_accuracy) == "source_accuracy");
+}
+
+TEST_CASE("higher_is_better holds for accuracy, IM and SND, and not for entropy, DEV and PAD") {
+  CHECK(sel::higher_is_better(sel::validator::source_accuracy));
+  CHECK(sel::higher_is_better(sel::validator::information_maximization));
+  CHECK(sel::higher_is_better(sel::validator::snd));
+  CHECK_FALSE(sel::higher_is_better(sel::validator::entropy));
+  CHECK_FALSE(sel::higher_is_better(sel::validator::dev));
+  CHECK_FALSE(sel::higher_is_better(sel::validator::pad));
+}
+
+TEST_CASE("parse_validator rejects an unknown name, naming the field and every valid name") {
+  CHECK(throws_naming([] { (void)sel::parse_validator("accuracy", "--select"); },
+                      {"select::parse_validator", "--select", "\"accuracy\"", "source_accuracy",
+                       "entropy", "im", "snd", "dev", "pad"}));
+  CHECK(throws_naming([] { (void)sel::parse_validator("IM"); }, {"validator", "\"IM\""}));
+}
+
+}  // namespace
