@@ -136,27 +136,24 @@ class gemm_workspace {
   detail::split_room<T> room_;
 };
 
-//! C[m, n] = α·op(A)·op(B) + β·C, every matrix column-major with its leading dimension.
-//! op(A) is [m, k], op(B) is [k, n]. Each thread passes the block of C it has computed to
-//! `finish` (see no_finish) while the block is still in its cache; returns the sum of the
-//! finishers' shares. `split` says how threads divide the product (a layer_split's, say); by
-//! default the workspace's split(): C's longer side, whose blocks give the same C as one thread.
-//! Allocates nothing.
-template <op OpA, op OpB, class T, class Finish = no_finish>
-double gemm(gemm_workspace<T>& ws,
-            index_t m,
-            index_t n,
-            index_t k,
-            T alpha,
-            const T* a,
-            index_t lda,
-            const T* b,
-            index_t ldb,
-            T beta,
-            T* c,
-            index_t ldc,
-            Finish&& finish = {},
-            std::optional<detail::product_split> split = std::nullopt) {
+namespace detail {
+//! gemm() on its finisher's finisher_ref (partition.hpp): the product's code, compiled once per
+//! layout and type rather than once per finisher type.
+template <op OpA, op OpB, class T, bool SumsSquares>
+double erased_gemm(gemm_workspace<T>& ws,
+                   index_t m,
+                   index_t n,
+                   index_t k,
+                   T alpha,
+                   const T* a,
+                   index_t lda,
+                   const T* b,
+                   index_t ldb,
+                   T beta,
+                   T* c,
+                   index_t ldc,
+                   finisher_ref<T, SumsSquares> finish,
+                   std::optional<product_split> split) {
   using product = Eigen::internal::general_matrix_matrix_product<
       index_t, T, OpA == op::none ? Eigen::ColMajor : Eigen::RowMajor, false, T,
       OpB == op::none ? Eigen::ColMajor : Eigen::RowMajor, false, Eigen::ColMajor, 1>;
@@ -213,6 +210,32 @@ double gemm(gemm_workspace<T>& ws,
         return false;
       },
       finish);
+}
+}  // namespace detail
+
+//! C[m, n] = α·op(A)·op(B) + β·C, every matrix column-major with its leading dimension.
+//! op(A) is [m, k], op(B) is [k, n]. Each thread passes the block of C it has computed to
+//! `finish` (see no_finish) while the block is still in its cache; returns the sum of the
+//! finishers' shares. `split` says how threads divide the product (a layer_split's, say); by
+//! default the workspace's split(): C's longer side, whose blocks give the same C as one thread.
+//! Allocates nothing.
+template <op OpA, op OpB, class T, class Finish = no_finish>
+double gemm(gemm_workspace<T>& ws,
+            index_t m,
+            index_t n,
+            index_t k,
+            T alpha,
+            const T* a,
+            index_t lda,
+            const T* b,
+            index_t ldb,
+            T beta,
+            T* c,
+            index_t ldc,
+            Finish&& finish = {},
+            std::optional<detail::product_split> split = std::nullopt) {
+  return detail::erased_gemm<OpA, OpB>(ws, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                                       detail::erase_finisher<T>(finish), split);
 }
 
 template <class T>

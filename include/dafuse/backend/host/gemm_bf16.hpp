@@ -333,27 +333,24 @@ class bf16_gemm_workspace {
 #endif
 };
 
-//! C[m, n] = α·bf16(op(A))·bf16(op(B)) + β·C, every matrix column-major with its leading
-//! dimension: `gemm` (gemm.hpp) with each element of A and B rounded to bf16 (nearest even) and
-//! the products summed in fp32. op(A) is [m, k], op(B) is [k, n]; β = 0 overwrites C (NaN in C
-//! does not propagate). The product must fit the workspace (m ≤ max_m, n ≤ max_n, k ≤ max_k).
-//! Each finished block of C goes to `finish` as in gemm(); returns the sum of its shares.
-//! Allocates nothing.
-template <op OpA, op OpB, class Finish = no_finish>
-double gemm_bf16(bf16_gemm_workspace& ws,
-                 index_t m,
-                 index_t n,
-                 index_t k,
-                 float alpha,
-                 const float* a,
-                 index_t lda,
-                 const float* b,
-                 index_t ldb,
-                 float beta,
-                 float* c,
-                 index_t ldc,
-                 Finish&& finish = {},
-                 std::optional<detail::product_split> split = std::nullopt) {
+namespace detail {
+//! gemm_bf16() on its finisher's finisher_ref (partition.hpp): the product's code, compiled once
+//! per layout rather than once per finisher type.
+template <op OpA, op OpB, bool SumsSquares>
+double erased_gemm_bf16(bf16_gemm_workspace& ws,
+                        index_t m,
+                        index_t n,
+                        index_t k,
+                        float alpha,
+                        const float* a,
+                        index_t lda,
+                        const float* b,
+                        index_t ldb,
+                        float beta,
+                        float* c,
+                        index_t ldc,
+                        finisher_ref<float, SumsSquares> finish,
+                        std::optional<product_split> split) {
   if (!ws.sized())
     fail("gemm_bf16", "workspace", "one sized at construction (bf16_gemm_workspace(m, n, k))",
          "a default-constructed one");
@@ -401,10 +398,35 @@ double gemm_bf16(bf16_gemm_workspace& ws,
     for (index_t i = 0; i < a_rows; ++i) ra[i + j * a_rows] = round_to_bf16(a[i + j * lda]);
   for (index_t j = 0; j < b_cols; ++j)
     for (index_t i = 0; i < b_rows; ++i) rb[i + j * b_rows] = round_to_bf16(b[i + j * ldb]);
-  return gemm<OpA, OpB>(ws.fp32(), m, n, k, alpha, static_cast<const float*>(ra), a_rows,
-                        static_cast<const float*>(rb), b_rows, beta, c, ldc,
-                        std::forward<Finish>(finish), split);
+  return erased_gemm<OpA, OpB>(ws.fp32(), m, n, k, alpha, static_cast<const float*>(ra), a_rows,
+                               static_cast<const float*>(rb), b_rows, beta, c, ldc, finish, split);
 #endif
+}
+}  // namespace detail
+
+//! C[m, n] = α·bf16(op(A))·bf16(op(B)) + β·C, every matrix column-major with its leading
+//! dimension: `gemm` (gemm.hpp) with each element of A and B rounded to bf16 (nearest even) and
+//! the products summed in fp32. op(A) is [m, k], op(B) is [k, n]; β = 0 overwrites C (NaN in C
+//! does not propagate). The product must fit the workspace (m ≤ max_m, n ≤ max_n, k ≤ max_k).
+//! Each finished block of C goes to `finish` as in gemm(); returns the sum of its shares.
+//! Allocates nothing.
+template <op OpA, op OpB, class Finish = no_finish>
+double gemm_bf16(bf16_gemm_workspace& ws,
+                 index_t m,
+                 index_t n,
+                 index_t k,
+                 float alpha,
+                 const float* a,
+                 index_t lda,
+                 const float* b,
+                 index_t ldb,
+                 float beta,
+                 float* c,
+                 index_t ldc,
+                 Finish&& finish = {},
+                 std::optional<detail::product_split> split = std::nullopt) {
+  return detail::erased_gemm_bf16<OpA, OpB>(ws, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                                            detail::erase_finisher<float>(finish), split);
 }
 
 }  // namespace dafuse::backend::host
