@@ -31,12 +31,7 @@ using dafuse::test::write_bytes;
 //! The message load_npy<T> gives for `path`, or "" if it reads the file.
 template <class T>
 std::string load_npy_message(const fs::path& path) {
-  try {
-    (void)dafuse::data::load_npy<T>(path);
-  } catch (const dafuse::error& e) {
-    return e.what();
-  }
-  return "";
+  return dafuse::test::error_message([&] { (void)dafuse::data::load_npy<T>(path); });
 }
 
 //! Maps `path` and checks it reads exactly what load_npy<T> reads.

@@ -176,10 +176,9 @@ concept squares_finisher = requires {
 namespace detail {
 //! A finisher seen through a pointer. gemm() and gemm_bf16() call their finisher through one, so
 //! that a product's code (its split, its kernels, the team's lambdas) is compiled once per
-//! operand layout and type, not once per finisher type: each layer's finishers are types of their
-//! own (dafuse-train's models_digits.cpp compiled the split product 36 times, 12 with this, and
-//! builds 14 % faster). It is called once per finished block, not per value, so the indirect call
-//! costs nothing measurable. Refers to the finisher it was made from, which must outlive it.
+//! operand layout and type, not once per finisher type, which each layer has its own of
+//! (docs/testing.md has the compile times). It is called once per finished block, not per value.
+//! Refers to the finisher it was made from, which must outlive it.
 template <class T, bool SumsSquares>
 class finisher_ref {
  public:
@@ -203,12 +202,6 @@ class finisher_ref {
   const void* finish_;
   double (*call_)(const void*, T*, index_t, index_t, index_t);
 };
-
-//! Whether F is a finisher_ref (a product's finisher after erasure).
-template <class F>
-inline constexpr bool is_finisher_ref = false;
-template <class T, bool SumsSquares>
-inline constexpr bool is_finisher_ref<finisher_ref<T, SumsSquares>> = true;
 
 //! `finish` as the finisher_ref a product of T values calls.
 template <class T, class Finish>
