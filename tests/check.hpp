@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <initializer_list>
@@ -43,6 +44,27 @@ struct thread_count {
   }
   thread_count(const thread_count&) = delete;
   thread_count& operator=(const thread_count&) = delete;
+};
+
+//! Sets an environment variable for the scope (unsets it for a null value), then restores it.
+struct environment_variable {
+  std::string name, previous;
+  bool was_set = false;
+  environment_variable(const char* variable, const char* value) : name(variable) {
+    if (const char* v = std::getenv(variable)) previous = v, was_set = true;
+    if (value)
+      ::setenv(variable, value, 1);
+    else
+      ::unsetenv(variable);
+  }
+  ~environment_variable() {
+    if (was_set)
+      ::setenv(name.c_str(), previous.c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
+  }
+  environment_variable(const environment_variable&) = delete;
+  environment_variable& operator=(const environment_variable&) = delete;
 };
 
 //! The message of the dafuse::error `f` throws, or "" when it throws none.

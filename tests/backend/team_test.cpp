@@ -4,7 +4,9 @@
 // is seen by all after it, over many rounds); jobs posted one after another on a held team see
 // each other's writes; a job posted from inside a job runs on its caller; with_thread_team runs
 // its body plainly when not wanted, nested, or inside another parallel region; and an exception
-// from the body reaches the caller with the team released, so the next team starts cleanly.
+// from the body reaches the caller with the team released, so the next team starts cleanly. The
+// pacer moves down its levels on lost windows, back up when its backoff runs out, and a step it
+// keeps off the team holds a team of one; DAFUSE_TEAM_PACING names its mode or is refused.
 #include <dafuse/backend/host/team.hpp>
 #include "../check.hpp"
 
@@ -168,4 +170,142 @@ TEST_CASE("an exception from the body reaches the caller and releases the team")
     check_every_number_once(host::available_threads());
     check_barrier(host::available_threads(), 100);
   });
+}
+
+// ---- The pacer ------------------------------------------------------------------------------
+
+namespace {
+//! Reports `steps` held steps of `held` ticks each, whose threads worked `work` ticks.
+void held_steps(host::team_pacer& pacer, int steps, std::uint64_t held, std::uint64_t work) {
+  for (int s = 0; s < steps; ++s) pacer.held_step(held, work);
+}
+void caller_steps(host::team_pacer& pacer, int steps) {
+  for (int s = 0; s < steps; ++s) pacer.caller_step();
+}
+}  // namespace
+
+TEST_CASE("the pacer keeps a team that pays and moves down a level on a lost window") {
+  host::team_pacer pacer(host::team_pacing::adaptive);
+  using level = host::team_level;
+  // Two threads that each worked 100 ticks of a 110-tick step: the team pays.
+  held_steps(pacer, 10 * host::team_pacer::window, 110, 200);
+  CHECK(pacer.level() == level::spinning);
+  CHECK(pacer.steps_left() == 0);
+  // One step where the others' waits make the step longer than its work alone: lost at once.
+  held_steps(pacer, 3, 110, 200);
+  pacer.held_step(5000, 200);
+  CHECK(pacer.level() == level::sleeping);
+  CHECK(pacer.steps_left() == host::team_pacer::first_backoff - 1);
+  // Sleeping and losing again: the caller alone, for twice as long.
+  pacer.held_step(900, 200);
+  CHECK(pacer.level() == level::caller);
+  CHECK(pacer.steps_left() == 2 * host::team_pacer::first_backoff - 1);
+  caller_steps(pacer, 2 * host::team_pacer::first_backoff - 2);
+  CHECK(pacer.level() == level::caller);
+  pacer.caller_step();
+  CHECK(pacer.level() == level::spinning);  // the backoff ran out: the team is tried again
+  // Losing straight away doubles the backoff again; a won window of spinning resets it.
+  pacer.held_step(900, 200);
+  CHECK(pacer.level() == level::sleeping);
+  CHECK(pacer.steps_left() == 4 * host::team_pacer::first_backoff - 1);
+  held_steps(pacer, 4 * host::team_pacer::first_backoff - 1, 110, 200);  // sleeping pays
+  CHECK(pacer.level() == level::spinning);
+  held_steps(pacer, host::team_pacer::window, 110, 200);
+  pacer.held_step(900, 200);
+  CHECK(pacer.steps_left() == host::team_pacer::first_backoff - 1);
+}
+
+TEST_CASE("the pacer judges a window as a whole and caps its backoff") {
+  using level = host::team_level;
+  host::team_pacer pacer(host::team_pacing::adaptive);
+  // A slow step among fast ones: 15 steps of 100 against 200 of work, then one of 2000: the
+  // window's 3500 ticks are more than its 3200 of work.
+  held_steps(pacer, 15, 100, 200);
+  CHECK(pacer.level() == level::spinning);
+  pacer.held_step(2000, 200);
+  CHECK(pacer.level() == level::sleeping);
+  // Held steps only ever lose from here, at the sleeping and then at the spinning level.
+  for (int i = 0; i < 40; ++i) {
+    if (pacer.level() == level::caller)
+      caller_steps(pacer, pacer.steps_left());
+    else
+      pacer.held_step(900, 200);
+  }
+  CHECK(pacer.steps_left() <= host::team_pacer::max_backoff);
+  pacer.held_step(900, 200);
+  CHECK(pacer.steps_left() == host::team_pacer::max_backoff - 1);
+}
+
+TEST_CASE("the parallel and serial pacings never move") {
+  host::team_pacer parallel(host::team_pacing::parallel), serial(host::team_pacing::serial);
+  for (int i = 0; i < 100; ++i) {
+    parallel.held_step(1000, 1);
+    serial.caller_step();
+  }
+  CHECK(parallel.level() == host::team_level::spinning);
+  CHECK(serial.level() == host::team_level::caller);
+}
+
+TEST_CASE("DAFUSE_TEAM_PACING names the pacing, and anything else is refused with its value") {
+  using df_pacing = host::team_pacing;
+  {
+    const dafuse::test::environment_variable unset("DAFUSE_TEAM_PACING", nullptr);
+    CHECK(host::team_pacing_from_environment() == df_pacing::adaptive);
+  }
+  const std::pair<const char*, df_pacing> names[] = {{"", df_pacing::adaptive},
+                                                     {"adaptive", df_pacing::adaptive},
+                                                     {"parallel", df_pacing::parallel},
+                                                     {"serial", df_pacing::serial}};
+  for (const auto& [name, pacing] : names) {
+    const dafuse::test::environment_variable set("DAFUSE_TEAM_PACING", name);
+    CHECK(host::team_pacing_from_environment() == pacing);
+  }
+  const dafuse::test::environment_variable bad("DAFUSE_TEAM_PACING", "Serial\x1b[2J");
+  CHECK(dafuse::test::error_message([] { host::team_pacer p; }) ==
+        "dafuse: environment: DAFUSE_TEAM_PACING: expected adaptive, parallel or serial, found "
+        "'Serial?[2J'");
+}
+
+TEST_CASE("a step the pacer keeps off the team runs every job on the caller, in no region") {
+  host::team_pacer pacer(host::team_pacing::serial);
+  int runs = 0;
+  host::with_thread_team(true, &pacer, [&] {
+    REQUIRE(host::thread_team::held() != nullptr);
+    CHECK(host::thread_team::held()->size() == 1);
+    CHECK(host::available_threads() == 1);
+#if defined(_OPENMP)
+    CHECK_FALSE(omp_in_parallel());
+#endif
+    host::run_on_team(2, [&](int me, int team, auto&& sync) {
+      sync();
+      CHECK(me == 0);
+      CHECK(team == 1);
+      ++runs;
+    });
+  });
+  CHECK(runs == 1);
+  CHECK(host::thread_team::held() == nullptr);
+  // An exception leaves no team of one held.
+  CHECK_THROWS_AS(host::with_thread_team(true, &pacer, [] { throw std::runtime_error("x"); }),
+                  std::runtime_error);
+  CHECK(host::thread_team::held() == nullptr);
+}
+
+TEST_CASE("a sleeping level still holds a team, and the held step is reported to the pacer") {
+  if (max_threads() < 2) return;
+  host::team_pacer pacer(host::team_pacing::adaptive);
+  pacer.held_step(900, 200);  // lost: the next steps hold a team whose threads sleep at once
+  REQUIRE(pacer.level() == host::team_level::sleeping);
+  REQUIRE(pacer.steps_left() == host::team_pacer::first_backoff - 1);
+  host::with_thread_team(true, &pacer, [&] {
+    REQUIRE(host::thread_team::held() != nullptr);
+    CHECK(host::thread_team::held()->size() >= 2);
+    check_every_number_once(host::available_threads());
+    check_barrier(host::available_threads(), 200);
+  });
+  // Reported: one step fewer to go, or (lost on a busy host) the caller's level for longer.
+  const bool counted = pacer.steps_left() == host::team_pacer::first_backoff - 2;
+  const bool lost_again = pacer.level() == host::team_level::caller &&
+                          pacer.steps_left() == 2 * host::team_pacer::first_backoff - 1;
+  CHECK((counted || lost_again));
 }

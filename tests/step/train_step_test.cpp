@@ -99,6 +99,33 @@ TEST_CASE("a step that holds a thread team gives a label error back and trains o
                    failed.optimizer_state().begin()));
 }
 
+TEST_CASE("a step whose jobs all run on its caller (a busy machine) gives the held team's bits") {
+  // The pacer (backend/host/team.hpp) may run a step's jobs on the calling thread alone; the
+  // jobs loop over the parts the step was built with, so parameters, optimizer state and the
+  // global norm's sums are the same bits as on the held team.
+  using wide_net = df::nn::dann_net<df::nn::mlp<512, 512, df::nn::relu>, df::nn::linear<512, 3>,
+                                    df::nn::mlp<512, 512, 1, df::nn::relu>>;
+  using wide_step = df::train_step<wide_net, df::loader::resident, df::precision::fp32,
+                                   df::clip::global_norm, df::head::dann<>, df::optim::sgd>;
+  const df::fit_args args{.batch = 32, .lr = 0.05f, .momentum = 0.9f, .max_grad_norm = 0.5f};
+  const auto trained = [&](const char* pacing) {
+    const df::test::environment_variable env("DAFUSE_TEAM_PACING", pacing);
+    const df::test::thread_count threads(2);
+    wide_step s(args);
+    std::vector<double> out;  // the norms, then parameters and state (exactly, as doubles)
+    for (std::uint32_t k = 0; k < 3; ++k) {
+      random_batch(s, k);
+      out.push_back(s.run().grad_norm);
+    }
+    out.insert(out.end(), s.parameters().begin(), s.parameters().end());
+    out.insert(out.end(), s.optimizer_state().begin(), s.optimizer_state().end());
+    return out;
+  };
+  const std::vector<double> held = trained("parallel");
+  CHECK(trained("serial") == held);
+  CHECK(trained("adaptive") == held);
+}
+
 TEST_CASE("source-only steps leave the discriminator's parameters untouched") {
   source_only_step s(df::fit_args{.batch = 4, .lr = 0.1f, .weight_decay = 0.1f});
   const std::vector<float> before(s.parameters().begin(), s.parameters().end());

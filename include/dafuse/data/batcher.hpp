@@ -108,12 +108,20 @@ class batcher<loader::resident, System> {
     const std::int32_t* y = source_labels_.data();
     T* out = x.data;
     std::int32_t* out_labels = labels.data();
-    thrust::for_each(System::policy(), thrust::counting_iterator<index_t>(0),
-                     thrust::counting_iterator<index_t>(rows), [=](index_t c) {
-                       const float* r = (c < b ? src : tgt) + index[c] * w;
-                       for (index_t k = 0; k < w; ++k) out[c * w + k] = T(r[k]);
-                       if (c < b) out_labels[c] = y[index[c]];
-                     });
+    const auto gather = [=](index_t c) {
+      const float* r = (c < b ? src : tgt) + index[c] * w;
+      for (index_t k = 0; k < w; ++k) out[c * w + k] = T(r[k]);
+      if (c < b) out_labels[c] = y[index[c]];
+    };
+    if constexpr (System::host_accessible) {
+      // A batch is a few hundred KiB: one thread copies it in tens of µs, where a parallel
+      // region costs its fork and join and, on a busy machine, a time slice of a descheduled
+      // thread.
+      for (index_t c = 0; c < rows; ++c) gather(c);
+    } else {
+      thrust::for_each(System::policy(), thrust::counting_iterator<index_t>(0),
+                       thrust::counting_iterator<index_t>(rows), gather);
+    }
     wait_.stop(start);
   }
 

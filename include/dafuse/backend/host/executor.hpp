@@ -184,9 +184,11 @@ class executor<System, Step> {
 
   //! Runs phases() on the calling thread, with one OpenMP team held for it when some product
   //! splits among threads (backend/host/team.hpp); a step that splits nothing would pay for it.
+  //! The pacer keeps the team off while it costs more than the calling thread alone (a busy
+  //! machine); the values are the same bits either way.
   template <class Phases>
   void run(Phases&& phases) {
-    host::with_thread_team(holds_team_, std::forward<Phases>(phases));
+    host::with_thread_team(holds_team_, &pacer_, std::forward<Phases>(phases));
   }
 
   //! Checks the batch and readies it: a dense batch is rounded to the compute format; a sparse
@@ -609,6 +611,7 @@ class executor<System, Step> {
              feature_stack::depth + classifier_stack::depth + discriminator_stack::depth>
       weight_blocks_{};
   bool holds_team_ = false;
+  host::team_pacer pacer_;
   // The weights of the current step (prepare_weights): what the products compute with, and
   // where they read their weight matrices.
   const value_type* p_ = nullptr;

@@ -16,23 +16,40 @@
 //! The jobs are the same code either way: a job loops over its blocks as `for (b = me; b <
 //! blocks; b += team)`, and `sync()` is a barrier among the team's `team` threads (`#pragma omp
 //! barrier` in an OpenMP region). Values do not depend on which path ran them.
+//!
+//! A held team pays only while its threads run when work is posted. On a machine with more
+//! runnable threads than cores, a helper that the scheduler has taken off its core holds up every
+//! job until its next time slice (milliseconds). team_pacer compares a held step's time in its
+//! jobs with the work its threads did there and, when the team costs more than the calling thread
+//! alone would, holds a team whose threads sleep at once, then runs the steps on the calling
+//! thread (a team of one), and later tries spinning again. Jobs loop over their parts, not over
+//! the threads, so the values are the same bits at every level.
 #pragma once
 #include <dafuse/config.hpp>
 
 #include <dafuse/backend/host/tuning.hpp>
+#include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
+#include <stdexcept>
+#include <string>
 #include <thread>
+#include <utility>
 
 #if defined(_OPENMP)
 #include <omp.h>
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
 #endif
 #if defined(__linux__)
 #include <linux/futex.h>
@@ -105,6 +122,16 @@ inline std::uint32_t wait_for_change(line_counter& c, std::uint32_t old, int spi
   }
 }
 
+//! A cheap clock for ratios of times measured on one thread: the time-stamp counter on x86
+//! (invariant on the processors dafuse targets), steady_clock's ticks elsewhere.
+inline std::uint64_t ticks() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __rdtsc();
+#else
+  return std::uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+#endif
+}
+
 //! Stands for a barrier in a team of one.
 struct no_sync {
   void operator()() const {}
@@ -121,6 +148,109 @@ struct omp_sync {
 
 }  // namespace detail
 
+//! How a step's team runs: `adaptive` (the default) holds it while it pays for itself (see
+//! team_pacer), `parallel` always, `serial` never (every job on the calling thread: the same bits,
+//! for checks and for timing one against the other). DAFUSE_TEAM_PACING sets it for a process.
+enum class team_pacing { adaptive, parallel, serial };
+
+//! DAFUSE_TEAM_PACING's value: adaptive when unset or empty; anything but the three names throws.
+inline team_pacing team_pacing_from_environment() {
+  const char* v = std::getenv("DAFUSE_TEAM_PACING");
+  if (!v || !*v || !std::strcmp(v, "adaptive")) return team_pacing::adaptive;
+  if (!std::strcmp(v, "parallel")) return team_pacing::parallel;
+  if (!std::strcmp(v, "serial")) return team_pacing::serial;
+  std::string found = "'";
+  for (const char* c = v; *c && found.size() < 40; ++c)
+    found += std::isprint(static_cast<unsigned char>(*c)) ? *c : '?';
+  fail("environment", "DAFUSE_TEAM_PACING", "adaptive, parallel or serial", found + "'");
+}
+
+//! How a held team's waiting threads wait, and whether a step holds a team at all: the levels a
+//! team_pacer moves through on a busy machine.
+enum class team_level {
+  spinning,  //!< held; waiters spin (team_spins) before they sleep: the fastest on a quiet machine
+  sleeping,  //!< held; waiters sleep at once, so a woken one is scheduled ahead of a busy process
+  caller,    //!< not held: every job runs on the calling thread (a team of one)
+};
+
+//! Decides, step by step, how a step runs its team.
+//!
+//! In a held step, thread 0 spends `held` ticks in the team's jobs, from posting each to the last
+//! thread's end; each thread works (outside its waits at barriers) for some ticks, and their sum is
+//! about what the jobs would take on the calling thread alone. The team loses when that sum is
+//! less than `held`. On a quiet machine the waits are a handoff's microseconds; with a helper
+//! taken off its core by the scheduler they are time slices.
+//!
+//! The held steps of a window are judged after each: a window is lost as soon as they lose (a held
+//! step beside busy processes can cost several steps on one thread, so a losing window is cut
+//! short) and won after `window` steps that do not. A lost window moves one level down (spinning
+//! → sleeping → caller) for `backoff` steps, and each loss doubles the backoff up to max_backoff;
+//! when the backoff runs out the team spins again, and a won window of spinning resets it. A
+//! machine that stays busy so pays a held step or two about once in max_backoff steps.
+class team_pacer {
+ public:
+  static constexpr int window = detail::team_window;  //!< held steps judged together
+  //! Steps one level down after a first lost window.
+  static constexpr int first_backoff = detail::team_first_backoff;
+  //! The longest stay before spinning is tried again.
+  static constexpr int max_backoff = detail::team_max_backoff;
+
+  explicit team_pacer(team_pacing pacing = team_pacing_from_environment()) : pacing_(pacing) {}
+
+  team_pacing pacing() const { return pacing_; }
+  //! How the next step runs its team.
+  team_level level() const {
+    switch (pacing_) {
+      case team_pacing::parallel:
+        return team_level::spinning;
+      case team_pacing::serial:
+        return team_level::caller;
+      default:
+        return level_;
+    }
+  }
+  //! Steps before spinning is tried again (0 while spinning).
+  int steps_left() const { return left_; }
+
+  //! After a held step: thread 0's ticks in the team's jobs, and the ticks of work its threads
+  //! did in them (outside their waits), summed.
+  void held_step(std::uint64_t held, std::uint64_t work) {
+    if (pacing_ != team_pacing::adaptive) return;
+    held_ += held;
+    work_ += work;
+    ++steps_;
+    const bool lost = held_ > work_;
+    if (lost) {
+      level_ = level_ == team_level::spinning ? team_level::sleeping : team_level::caller;
+      left_ = backoff_;
+      backoff_ = std::min(2 * backoff_, max_backoff);
+    } else if (steps_ == window && level_ == team_level::spinning) {
+      backoff_ = first_backoff;
+    }
+    if (lost || steps_ == window) steps_ = 0, held_ = work_ = 0;
+    count_down();
+  }
+  //! After a step run on the calling thread.
+  void caller_step() {
+    if (pacing_ == team_pacing::adaptive) count_down();
+  }
+
+ private:
+  void count_down() {
+    if (left_ > 0 && --left_ == 0) {
+      level_ = team_level::spinning;
+      steps_ = 0, held_ = work_ = 0;
+    }
+  }
+
+  team_pacing pacing_;
+  team_level level_ = team_level::spinning;
+  int steps_ = 0;
+  std::uint64_t held_ = 0, work_ = 0;
+  int left_ = 0;
+  int backoff_ = first_backoff;
+};
+
 //! The threads of one OpenMP region, held by with_thread_team: thread 0 posts jobs, threads 1 to
 //! size − 1 run their share of each and report back. Used only through with_thread_team and
 //! run_on_team.
@@ -130,8 +260,10 @@ class thread_team {
   static constexpr int max_threads = 256;
 
   //! A team of `size` threads on a machine with `processors` of them (omp_get_num_procs()),
-  //! whose waiting threads spin as libgomp's do: see spin_count.
-  thread_team(int size, int processors) : size_(size), spins_(spin_count(size, processors)) {}
+  //! whose waiting threads spin as libgomp's do (see spin_count), or sleep at once when
+  //! `sleeping` (unless OMP_WAIT_POLICY=active).
+  thread_team(int size, int processors, bool sleeping = false)
+      : size_(size), spins_(spin_count(size, processors, sleeping)) {}
   thread_team(const thread_team&) = delete;
   thread_team& operator=(const thread_team&) = delete;
 
@@ -156,17 +288,32 @@ class thread_team {
     busy_ = true;
     job_ = &job;
     call_ = [](void* j, int me, int count, thread_team& team) noexcept {
-      static_cast<Job*>(j)->operator()(me, count, [&team, count] { team.sync(count); });
+      std::uint64_t& waited = team.accounts_[me].waited;
+      static_cast<Job*>(j)->operator()(me, count, [&team, count, &waited] {
+        const std::uint64_t t = detail::ticks();
+        team.sync(count);
+        waited += detail::ticks() - t;
+      });
     };
     count_ = n;
     const std::uint32_t generation = ++generation_;
+    const std::uint64_t start = detail::ticks();
     posted_.publish(generation);
-    [&]() noexcept { job(0, n, [this, n] { sync(n); }); }();
+    [&]() noexcept {
+      job(0, n, [this, n] {
+        const std::uint64_t t = detail::ticks();
+        sync(n);
+        accounts_[0].waited += detail::ticks() - t;
+      });
+    }();
     // Every thread acknowledges every generation (those past n without running the job), so the
     // job's fields may be rewritten once all have.
+    const std::uint64_t own_done = detail::ticks();
+    accounts_[0].inside += own_done - start;
     for (int t = 1; t < size_; ++t)
       if (done_[t].value.load(std::memory_order_acquire) != generation)
         detail::wait_for_change(done_[t], generation - 1, spins_);
+    held_ += detail::ticks() - start;
     busy_ = false;
   }
 
@@ -176,7 +323,11 @@ class thread_team {
     for (;;) {
       seen = detail::wait_for_change(posted_, seen, spins_);
       if (stop_) return;
-      if (me < count_) call_(job_, me, count_, *this);
+      if (me < count_) {
+        const std::uint64_t start = detail::ticks();
+        call_(job_, me, count_, *this);
+        accounts_[me].inside += detail::ticks() - start;
+      }
       done_[me].publish(seen);
     }
   }
@@ -189,7 +340,7 @@ class thread_team {
 
  private:
   template <class Body>
-  friend void with_thread_team(bool, Body&&);
+  friend void with_thread_team(bool, team_pacer*, Body&&);
 
   // A barrier among threads 0 to n − 1: the last to arrive resets the count and moves the phase
   // on; the others wait for the phase to move. The phase is read before arriving, so a thread
@@ -207,8 +358,9 @@ class thread_team {
   // PAUSEs a waiting thread spins for before it sleeps: longer than any wait inside a step (waking
   // a sleeper can take milliseconds while another process holds its core), fewer with more threads
   // than processors, where the thread waited for may need the waiter's core; none with
-  // OMP_WAIT_POLICY=passive, and without end with OMP_WAIT_POLICY=active, as in libgomp.
-  static int spin_count(int size, int processors) {
+  // OMP_WAIT_POLICY=passive or for a sleeping team (team_level), and without end with
+  // OMP_WAIT_POLICY=active, as in libgomp.
+  static int spin_count(int size, int processors, bool sleeping) {
     const char* policy = std::getenv("OMP_WAIT_POLICY");
     const auto is = [policy](const char* name) {
       if (!policy) return false;
@@ -219,6 +371,7 @@ class thread_team {
     };
     if (is("passive")) return 0;
     if (is("active")) return INT_MAX;
+    if (sleeping) return 0;
     return size > processors ? detail::team_spins_oversubscribed : detail::team_spins;
   }
 
@@ -231,6 +384,13 @@ class thread_team {
   void* job_ = nullptr;
   int count_ = 0;
   bool stop_ = false;
+  std::uint64_t held_ = 0;  // thread 0 only: ticks from posting jobs to their last thread's end
+  // Each thread's ticks in jobs and, of those, waiting at barriers: written by that thread alone,
+  // read by thread 0 once the region has ended.
+  struct alignas(64) account {
+    std::uint64_t inside = 0, waited = 0;
+  };
+  account accounts_[max_threads];
   detail::line_counter posted_, arrived_, phase_;
   detail::line_counter done_[max_threads];
 };
@@ -238,17 +398,30 @@ class thread_team {
 //! Runs body() on the calling thread with a thread_team held for it, so that the run_on_team
 //! calls inside it reuse one OpenMP region. Runs body() plainly when `wanted` is false (a step
 //! with nothing to split would only pay for the region), without OpenMP, with one thread, inside
-//! another parallel region or inside another held team. An exception from body() ends the
-//! region and is rethrown on the calling thread.
+//! another parallel region or inside another held team. With a pacer, a step it keeps off the team
+//! runs body() with a team of one held (every job on the calling thread, no region), and a held
+//! step's waits are reported to it. An exception from body() ends the region and is rethrown on
+//! the calling thread.
 template <class Body>
-void with_thread_team(bool wanted, Body&& body) {
+void with_thread_team(bool wanted, team_pacer* pacer, Body&& body) {
 #if defined(_OPENMP)
   if (!wanted || thread_team::held() || omp_in_parallel() || omp_get_max_threads() < 2) {
     body();
     return;
   }
+  const team_level level = pacer ? pacer->level() : team_level::spinning;
+  if (level == team_level::caller) {
+    thread_team alone(1, omp_get_num_procs());
+    thread_team::held() = &alone;
+    struct release {
+      ~release() { thread_team::held() = nullptr; }
+    } released;
+    body();
+    pacer->caller_step();
+    return;
+  }
   const int threads = std::min(omp_get_max_threads(), thread_team::max_threads);
-  thread_team team(threads, omp_get_num_procs());
+  thread_team team(threads, omp_get_num_procs(), level == team_level::sleeping);
   std::exception_ptr error;
 #pragma omp parallel num_threads(threads)
   {
@@ -269,10 +442,23 @@ void with_thread_team(bool wanted, Body&& body) {
     }
   }
   if (error) std::rethrow_exception(error);
+  if (pacer) {
+    std::uint64_t work = 0;
+    for (int t = 0; t < team.size_; ++t)
+      work += team.accounts_[t].inside - team.accounts_[t].waited;
+    pacer->held_step(team.held_, work);
+  }
 #else
   (void)wanted;
+  (void)pacer;
   body();
 #endif
+}
+
+//! with_thread_team without a pacer: the team is held whenever it is wanted.
+template <class Body>
+void with_thread_team(bool wanted, Body&& body) {
+  with_thread_team(wanted, static_cast<team_pacer*>(nullptr), std::forward<Body>(body));
 }
 
 //! The part that owns block `block` of a range dealt among `parts` in blocks: 0, 1, …, parts − 1,

@@ -42,6 +42,13 @@ inline constexpr int team_spins = 1 << 18;
 //! The same with more threads than processors, where the thread waited for may need the core.
 // 2 cores, 3-4 threads: empty job 73-100 µs, 100 untried; docs/benchmarks.md "One OpenMP team"
 inline constexpr int team_spins_oversubscribed = 1000;
+//! Held steps the pacer judges together, steps one level down after a first lost window, and the
+//! most (each loss in a row doubles it): a busy machine pays a held step or two per max_backoff.
+// 2 cores, 1-2 busy processes: 2 threads at 0.93-1.36 of 1 (1.4-4.8 unpaced); docs/benchmarks.md
+// "Training beside other work"
+inline constexpr int team_window = 16;
+inline constexpr int team_first_backoff = 8;
+inline constexpr int team_max_backoff = 4096;
 
 // ---- Products with a side of 1 (partition.hpp, thin_products.hpp) -----------------------------
 
