@@ -27,6 +27,9 @@ namespace dafuse_train {
 
 namespace df = dafuse;
 
+//! The exit status of a run that diverged (fit_result::diverged): it trained, but not to a model.
+inline constexpr int exit_diverged = 3;
+
 //! Data of one run, dense or sparse.
 template <class Data>
 struct run_data {
@@ -348,6 +351,9 @@ void write_json(const std::string& path,
        ", \"oracle_target_accuracy\": " + number(r.oracle_target_accuracy) +
        ", \"stopped_early\": " + (r.stopped_early ? "true" : "false") +
        ", \"restored_best\": " + (r.restored_best ? "true" : "false") +
+       ", \"diverged\": " + (r.diverged ? "true" : "false") +
+       ", \"diverged_at\": " + std::to_string(r.diverged_at) +
+       ", \"divergence\": " + json_string(r.divergence) +
        ", \"peak_rss_bytes\": " + std::to_string(df::profiler::peak_rss_bytes()) + "},\n";
   j += "  \"evaluations\": [";
   for (std::size_t i = 0; i < r.evaluations.size(); ++i) {
@@ -434,9 +440,14 @@ int run_model(const config& c, const model_entry& m) {
   const df::fit_result r = df::fit(step, d.source, d.target, o);
   report.finish();
 
-  std::printf("model %s: %ld steps in %.3f s (%.0f steps/s, data wait %.3f s)\n",
+  std::printf("model %s: %ld steps in %.3f s (%.0f steps/s, data wait %.3f s), %ld skipped\n",
               std::string(m.name).c_str(), long(r.steps), r.seconds,
-              double(r.steps) / std::max(r.seconds, 1e-12), r.data_wait_seconds);
+              double(r.steps) / std::max(r.seconds, 1e-12), r.data_wait_seconds,
+              long(r.skipped_steps));
+  if (r.diverged)
+    std::fprintf(stderr, "dafuse-train: %s; the weights are those of the last update made%s\n",
+                 r.divergence.c_str(),
+                 o.checkpoint.empty() ? "" : (", saved in " + o.checkpoint).c_str());
   std::printf("selected by %s (label-free): step %ld, score %s\n",
               std::string(df::select::name(r.selected_by)).c_str(), long(r.best_step),
               number(r.best_score).c_str());
@@ -470,7 +481,7 @@ int run_model(const config& c, const model_entry& m) {
                   {.title = "dafuse-train " + std::string(m.name), .panels = panels});
   }
   if (!c.json.empty()) write_json(c.json, c, m, args, o, d, r, prof);
-  return 0;
+  return r.diverged ? exit_diverged : 0;
 }
 
 }  // namespace dafuse_train

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # dafuse-train's command line: --help and --list, every refused command line (exit 2) and bad
 # data (exit 1) with a message naming the option or file, then a short real run whose JSON,
-# curves, trace and checkpoints are checked, and a resume from its checkpoint.
+# curves, trace and checkpoints are checked, a resume from its checkpoint, and a run that
+# diverges (exit 3).
 # Usage: dafuse_train_test.sh PATH/TO/dafuse-train SHARED_DATA_DIR
 set -uo pipefail
 exe=$1
@@ -99,6 +100,14 @@ expect 1 "step type" -- --model digits-dann-clip "${src[@]}" "${tgt[@]}" --steps
 expect 1 "fit_args.steps" -- "${run[@]}" --steps 90 --resume "$work/run.ckpt"
 printf 'garbage' >"$work/bad.ckpt"
 expect 1 "header: expected a dafuse checkpoint" -- "${run[@]}" --resume "$work/bad.ckpt"
+# A run that diverges (lr 1e6: a non-finite loss within a few steps) exits 3, says where and why,
+# saves the last weights it made, and says so in its JSON.
+expect 3 "training diverged at step" -- --model digits-dann "${src[@]}" "${tgt[@]}" --steps 100 \
+  --lr 1e6 --quiet --checkpoint "$work/diverged.ckpt" --json "$work/diverged.json"
+[ -s "$work/diverged.ckpt" ] || { echo "FAIL: no checkpoint of the diverged run"; failures=$((failures + 1)); }
+grep -q '"diverged": true' "$work/diverged.json" ||
+  { echo "FAIL: the JSON does not say the run diverged"; failures=$((failures + 1)); }
+expect 0 "0 skipped" -- "${run[@]}" --steps 20
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures check(s) failed"

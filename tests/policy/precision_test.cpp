@@ -92,6 +92,29 @@ TEST_CASE("loss_scale::dynamic names the field and the expected value of a bad a
   CHECK(message({.loss_scale_interval = 0})
             .find("fit_args.loss_scale_interval: expected at least 1 step for loss_scale::dynamic, "
                   "found 0") == 0);
+  CHECK(message({.loss_scale_min = 0.0f})
+            .find("fit_args.loss_scale_min: expected a number in (0, loss_scale_init] for "
+                  "loss_scale::dynamic, found 0") == 0);
+  CHECK(message({.loss_scale_init = 8.0f, .loss_scale_min = 16.0f}).find("loss_scale_min") == 9);
+  CHECK(message({.loss_scale_min = NAN}).find("loss_scale_min") == 9);
+  CHECK(message({.loss_scale_init = 8.0f, .loss_scale_min = 8.0f}).empty());
+}
+
+TEST_CASE("a dynamic loss scale backs off no further than loss_scale_min") {
+  // GradScaler's halving alone reaches S = 0 after about 1100 overflows in a row (2^16 · 2^-1090
+  // is below the smallest double); the floor keeps S where gradients still mean something.
+  df::fit_args a;
+  df::loss_scale_state s{.scale = df::loss_scale::dynamic::initial(a)};
+  for (int k = 0; k < 2000; ++k) df::loss_scale::dynamic::update(s, true, a);
+  CHECK(s.scale == 1.0);
+  a.loss_scale_min = 0.25f;
+  for (int k = 0; k < 3; ++k) df::loss_scale::dynamic::update(s, true, a);
+  CHECK(s.scale == 0.25);
+  // Growth still works from the floor.
+  a.loss_scale_interval = 2;
+  df::loss_scale::dynamic::update(s, false, a);
+  df::loss_scale::dynamic::update(s, false, a);
+  CHECK(s.scale == 0.5);
 }
 
 TEST_CASE("each precision names its formats and its loss scaler") {

@@ -1,4 +1,5 @@
-// fit: determinism, accuracy reporting, and clear errors for data that does not fit the network.
+// fit: determinism, accuracy reporting, clear errors for data that does not fit the network, and
+// runs that diverge (a non-finite loss, skipped steps in a row; NaN outputs never selected).
 #include <dafuse/head/dann.hpp>
 #include <dafuse/head/source_only.hpp>
 #include <dafuse/train/fit.hpp>
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -392,4 +394,95 @@ TEST_CASE("the last evaluation's target accuracy is fit's, whether validators sa
     CHECK(r.evaluations.back().target_accuracy == r.target_accuracy);
     CHECK(std::isfinite(r.evaluations.back().score(df::select::validator::snd)));
   }
+}
+
+// ---- Divergence -------------------------------------------------------------------------------
+
+namespace {
+using relu_net = df::nn::dann_net<df::nn::mlp<3, 16, df::nn::relu>,
+                                  df::nn::linear<16, 2>,
+                                  df::nn::mlp<16, 8, 1, df::nn::relu>>;
+using relu_step = df::train_step<relu_net,
+                                 df::loader::resident,
+                                 df::precision::fp32,
+                                 df::clip::global_norm,
+                                 df::head::dann<df::schedule::ganin>,
+                                 df::optim::sgd>;
+}  // namespace
+
+TEST_CASE("a step whose loss is not finite ends the run as diverged, before any evaluation") {
+  const auto s = blobs(df::data::domain::source, 0, 120),
+             t = blobs(df::data::domain::target, 0.3f, 90);
+  dann_step step(args);
+  step.parameters()[0] = std::numeric_limits<float>::quiet_NaN();
+  const df::fit_result r =
+      df::fit(step, s, t, df::fit_options{.eval_every = 1, .validation_fraction = 0.2});
+  CHECK(r.diverged);
+  CHECK(r.diverged_at == 1);
+  CHECK(r.steps == 1);
+  CHECK(r.divergence == "training diverged at step 1 (non-finite loss)");
+  CHECK(r.evaluations.empty());
+  CHECK_FALSE(r.stopped_early);
+}
+
+TEST_CASE("skipped steps in a row end the run as diverged, with the last weights saved") {
+  // Inputs of 1e30 through ReLU layers: the losses are finite, the gradients overflow, and
+  // every update is skipped (the issue's "data scaled by 1e30").
+  auto s = blobs(df::data::domain::source, 0, 120);
+  auto t = blobs(df::data::domain::target, 0.3f, 90);
+  for (float& v : s.features) v *= 1e30f;
+  for (float& v : t.features) v *= 1e30f;
+  df::test::temp_dir dir("fit_diverged");
+  relu_step step(args);
+  const std::vector<float> initial(step.parameters().begin(), step.parameters().end());
+  df::fit_options o{.checkpoint = (dir / "c.ckpt").string(), .max_skipped_in_a_row = 5};
+  const df::fit_result r = df::fit(step, s, t, o);
+  CHECK(r.diverged);
+  CHECK(r.diverged_at == 5);
+  CHECK(r.skipped_steps == 5);
+  CHECK(r.divergence ==
+        "training diverged at step 5 (5 steps in a row skipped for non-finite gradients)");
+  CHECK(std::isfinite(r.last.label_loss));
+  CHECK(std::equal(initial.begin(), initial.end(), step.parameters().begin()));
+  // What was saved is the run as it stopped: it loads, at step 5, with the initial weights.
+  relu_step loaded(args);
+  df::load_checkpoint(o.checkpoint, loaded);
+  CHECK(loaded.step_index() == 5);
+  CHECK(std::equal(initial.begin(), initial.end(), loaded.parameters().begin()));
+  // With skips allowed the run goes on to its last step.
+  relu_step patient(args);
+  const df::fit_result all = df::fit(patient, s, t, df::fit_options{.max_skipped_in_a_row = 0});
+  CHECK_FALSE(all.diverged);
+  CHECK(all.divergence.empty());
+  CHECK(all.steps == args.steps);
+  CHECK(all.skipped_steps == args.steps);
+  CHECK_THROWS_WITH_AS(df::fit(patient, s, t, df::fit_options{.max_skipped_in_a_row = -1}),
+                       doctest::Contains("fit_options: max_skipped_in_a_row: expected a step "
+                                         "count >= 0, found -1"),
+                       df::error);
+}
+
+TEST_CASE("a model whose outputs are not finite scores NaN on every validator, never selected") {
+  const auto s = blobs(df::data::domain::source, 0, 120),
+             t = blobs(df::data::domain::target, 0.3f, 90);
+  const auto v = blobs(df::data::domain::source, 0, 40);
+  df::fit_options o{
+      .eval_every = 1,
+      .validators = {df::select::validator::entropy,
+                     df::select::validator::information_maximization, df::select::validator::snd,
+                     df::select::validator::dev, df::select::validator::pad}};
+  df::detail::evaluator<dann_step, df::data::dataset> scorer(&v, t, o);
+  dann_step step(args);
+  const df::evaluation fine = scorer.evaluate(step, 0);
+  CHECK(fine.finite_outputs);
+  CHECK(std::isfinite(fine.selection_score));
+  // NaN weights: every probability and every feature is NaN.
+  std::fill(step.parameters().begin(), step.parameters().end(),
+            std::numeric_limits<float>::quiet_NaN());
+  const df::evaluation broken = scorer.evaluate(step, 1);
+  CHECK_FALSE(broken.finite_outputs);
+  for (double score : broken.scores) CHECK(std::isnan(score));
+  CHECK(std::isnan(broken.selection_score));
+  CHECK_FALSE(df::detail::improves(o.selector, broken.selection_score, fine.selection_score));
+  CHECK_FALSE(df::detail::improves(o.selector, broken.selection_score, std::nan("")));
 }

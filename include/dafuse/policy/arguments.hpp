@@ -46,6 +46,7 @@ struct fit_args {
   float loss_scale_growth = 2.0f;      //!< loss_scale::dynamic: S ← S · growth after an interval
   float loss_scale_backoff = 0.5f;     //!< loss_scale::dynamic: S ← S · backoff on overflow
   index_t loss_scale_interval = 2000;  //!< loss_scale::dynamic: finite steps before S grows
+  float loss_scale_min = 1.0f;         //!< loss_scale::dynamic: S never backs off below it
 };
 
 //! The answer of a `can_implement`: empty when the arguments are usable, otherwise a sentence

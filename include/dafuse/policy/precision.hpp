@@ -19,6 +19,7 @@
 #include <dafuse/core/meta.hpp>
 #include <dafuse/policy/arguments.hpp>
 
+#include <algorithm>
 #include <concepts>
 #include <type_traits>
 
@@ -45,14 +46,17 @@ struct none {
 
 //! PyTorch's GradScaler: S starts at loss_scale_init; a step whose unscaled gradients are not
 //! finite is skipped and S ← S · loss_scale_backoff; after loss_scale_interval finite steps in a
-//! row S ← S · loss_scale_growth. Defaults as GradScaler's: 65536, 2, 0.5, 2000.
+//! row S ← S · loss_scale_growth. Defaults as GradScaler's: 65536, 2, 0.5, 2000. Unlike
+//! GradScaler's, S stops at loss_scale_min (1, as Megatron-LM's min_loss_scale): gradients that
+//! overflow fp16 unscaled are not a scaling problem, and halving on would reach S = 0 after
+//! about 1100 overflows, where every gradient is 0/0.
 struct dynamic {
   using loss_scale_tag = void;          //!< a loss scaler
   static constexpr bool scales = true;  //!< S is a run-time value
   static double initial(const fit_args& a) { return double(a.loss_scale_init); }
   static void update(loss_scale_state& s, bool overflow, const fit_args& a) {
     if (overflow) {
-      s.scale *= double(a.loss_scale_backoff);
+      s.scale = std::max(s.scale * double(a.loss_scale_backoff), double(a.loss_scale_min));
       s.good_steps = 0;
     } else if (++s.good_steps == a.loss_scale_interval) {
       s.scale *= double(a.loss_scale_growth);
@@ -74,8 +78,14 @@ struct dynamic {
                                        "a factor in (0, 1)", "loss_scale::dynamic");
         !s)
       return s;
-    return detail::check_field(a.loss_scale_interval >= 1, float(a.loss_scale_interval),
-                               "loss_scale_interval", "at least 1 step", "loss_scale::dynamic");
+    if (status s =
+            detail::check_field(a.loss_scale_interval >= 1, float(a.loss_scale_interval),
+                                "loss_scale_interval", "at least 1 step", "loss_scale::dynamic");
+        !s)
+      return s;
+    return detail::check_field(a.loss_scale_min > 0 && a.loss_scale_min <= a.loss_scale_init,
+                               a.loss_scale_min, "loss_scale_min",
+                               "a number in (0, loss_scale_init]", "loss_scale::dynamic");
   }
 };
 

@@ -16,6 +16,7 @@
 #include <dafuse/step/train_step.hpp>
 #include <dafuse/train/checkpoint.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -40,6 +41,8 @@ struct evaluation {
   std::array<double, select::all_validators.size()> scores;
   double selection_score = std::numeric_limits<double>::quiet_NaN();  //!< the selector's score
   bool best = false;  //!< the best selection score so far (at this evaluation)
+  //! The model's probabilities and features were finite; if not, every score is NaN.
+  bool finite_outputs = true;
 
   evaluation() { scores.fill(std::numeric_limits<double>::quiet_NaN()); }
   double score(select::validator v) const { return scores[std::size_t(v)]; }
@@ -71,6 +74,11 @@ struct fit_result {
   double oracle_target_accuracy = std::numeric_limits<double>::quiet_NaN();
   bool stopped_early = false;  //!< early stopping (patience) or a callback ended the run
   bool restored_best = false;  //!< the step holds the best model's weights, not the last ones
+  //! Training diverged (see fit_options::max_skipped_in_a_row): the run stopped at step
+  //! `diverged_at` with the weights of the last update that was made, and `divergence` says why.
+  bool diverged = false;
+  index_t diverged_at = -1;
+  std::string divergence;  //!< "training diverged at step k (…)"; empty when it did not
 };
 
 //! Hooks into the loop for users' own logging and control; every member has a no-op default.
@@ -115,7 +123,12 @@ struct fit_options {
   index_t checkpoint_every = 0;   //!< 0: only at the end (when `checkpoint` is set)
   std::string best_checkpoint{};  //!< save the best model here whenever it improves
   std::string resume{};           //!< continue from this checkpoint (train/checkpoint.hpp)
-  profiler* profile = nullptr;    //!< time the phases into this profiler (not owned)
+  //! The run has diverged, and stops, at a step whose loss is not finite, or after this many
+  //! steps in a row whose update was skipped for non-finite gradients (0: skips never stop it).
+  //! An fp16 loss scale skips a few steps while it backs off; a hundred in a row is a run whose
+  //! gradients overflow at every scale.
+  index_t max_skipped_in_a_row = 100;
+  profiler* profile = nullptr;             //!< time the phases into this profiler (not owned)
   std::vector<fit_callback*> callbacks{};  //!< not owned
 };
 
@@ -228,11 +241,18 @@ class evaluator {
       if (sampled_) infer_rows(step, target_, {.classes = target_classes_.data()});
       e.target_accuracy = matching_fraction(target_classes_, target_.labels);
     }
+    // A model whose outputs are not finite scores NaN everywhere, which is never selected.
+    e.finite_outputs = all_finite(target_probabilities_) && all_finite(target_features_);
     if (validation_) {
-      const index_t n = row_count(*validation_);
       infer_rows(step, *validation_,
                  {.probabilities = validation_probabilities_.data(),
                   .features = validation_features_.data()});
+      e.finite_outputs = e.finite_outputs && all_finite(validation_probabilities_) &&
+                         all_finite(validation_features_);
+    }
+    if (!e.finite_outputs) return e;
+    if (validation_) {
+      const index_t n = row_count(*validation_);
       // Per-sample cross-entropy −log p_y (DEV's losses) and accuracy, from the probabilities.
       std::size_t correct = 0;
       for (index_t i = 0; i < n; ++i) {
@@ -263,6 +283,9 @@ class evaluator {
   }
 
  private:
+  static bool all_finite(const std::vector<float>& v) {
+    return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+  }
   static double matching_fraction(const std::vector<std::int32_t>& a,
                                   const std::vector<std::int32_t>& b) {
     std::size_t same = 0;
@@ -306,6 +329,9 @@ fit_result train_loop(Step& step,
     fail("fit_options", "checkpoint_every", "a step count >= 0",
          std::to_string(o.checkpoint_every));
   if (o.patience < 0) fail("fit_options", "patience", "a count >= 0", std::to_string(o.patience));
+  if (o.max_skipped_in_a_row < 0)
+    fail("fit_options", "max_skipped_in_a_row", "a step count >= 0",
+         std::to_string(o.max_skipped_in_a_row));
   if ((o.patience > 0 || o.restore_best || !o.best_checkpoint.empty()) && o.eval_every == 0)
     fail("fit_options", "eval_every",
          "a step count > 0 (patience, restore_best and best_checkpoint need evaluations)", "0");
@@ -333,6 +359,7 @@ fit_result train_loop(Step& step,
   if (o.restore_best) best_parameters.reserve(step.parameters().size());
 
   auto batches = make_batcher(std::uint64_t(first));
+  index_t skipped_in_a_row = 0;
   step.set_profiler(o.profile);
   const auto start = std::chrono::steady_clock::now();
   for (index_t t = first; t < args.steps;) {
@@ -342,9 +369,27 @@ fit_result train_loop(Step& step,
     }
     r.last = step.run();
     r.skipped_steps += r.last.skipped;
+    skipped_in_a_row = r.last.skipped ? skipped_in_a_row + 1 : 0;
     ++r.steps;
     ++t;
     bool stop = false;
+    if (!std::isfinite(r.last.label_loss) || !std::isfinite(r.last.domain_loss)) {
+      r.divergence = "training diverged at step " + std::to_string(t) + " (non-finite loss)";
+    } else if (o.max_skipped_in_a_row > 0 && skipped_in_a_row >= o.max_skipped_in_a_row) {
+      r.divergence = "training diverged at step " + std::to_string(t) + " (" +
+                     std::to_string(skipped_in_a_row) +
+                     " steps in a row skipped for non-finite gradients)";
+    }
+    if (!r.divergence.empty()) {
+      // Every update that was made is finite: save them, evaluate nothing more.
+      r.diverged = true;
+      r.diverged_at = t;
+      if (!o.checkpoint.empty()) {
+        profile_scope saving(o.profile, phase::checkpoint);
+        save_checkpoint(o.checkpoint, step, position);
+      }
+      break;
+    }
     for (fit_callback* c : o.callbacks) {
       c->on_step(t, r.last);
       stop = c->should_stop() || stop;
