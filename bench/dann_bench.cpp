@@ -1,11 +1,8 @@
 // The benchmark suite's C++ side: four DANN configurations (batch = B source + B target rows),
 // each timed in several executions of the same maths, side by side in one process:
 //
-//   1. moons        G_f 2 → 15 sigmoid, G_y 15 → 2, G_d 15 → 15 → 1 (ReLU), B = 32
-//   2. digits-mlp   G_f 784 → 256 → 256 ReLU, G_y 256 → 10, G_d 256 → 256 → 1, B = 64
-//   3. office-head  G_f 2048 → 256 ReLU, G_y 256 → 31, G_d 256 → 1024 → 1024 → 1, B = 32
-//   4. amazon       G_f sparse 5000 → 100 ReLU, G_y 100 → 2, G_d 100 → 1, B = 64, on the real
-//                   Amazon reviews (dvd → books; synthetic rows of the same density without them)
+// moons, digits-mlp, office-head and amazon (bench/configs.hpp; amazon on the real Amazon reviews,
+// dvd → books, or synthetic rows of the same density without them).
 //
 // Executions: the eager step (eager_step: one primitive per operation, every intermediate
 // materialised), the fused step (train_step) in fp32, bf16 and fp16 with and without global-norm
@@ -20,6 +17,7 @@
 #include <dafuse/dafuse.hpp>
 #include <dafuse/step/eager_step.hpp>
 
+#include "configs.hpp"
 #include "timing.hpp"
 
 #include <Eigen/Core>
@@ -43,36 +41,10 @@ namespace df = dafuse;
 
 namespace {
 
-// ---- Configurations -------------------------------------------------------------------------
+using namespace bench;
+std::filesystem::path data_dir = DAFUSE_SHARED_DATA_DIR;
 
-struct moons {
-  static constexpr const char* name = "moons";
-  using net = df::nn::dann_net<df::nn::mlp<2, 15, df::nn::sigmoid>,
-                               df::nn::linear<15, 2>,
-                               df::nn::mlp<15, 15, 1, df::nn::relu>>;
-  static constexpr df::index_t batch = 32;
-};
-struct digits_mlp {
-  static constexpr const char* name = "digits-mlp";
-  using net = df::nn::dann_net<df::nn::mlp<784, 256, 256, df::nn::relu>,
-                               df::nn::linear<256, 10>,
-                               df::nn::mlp<256, 256, 1, df::nn::relu>>;
-  static constexpr df::index_t batch = 64;
-};
-struct office_head {
-  static constexpr const char* name = "office-head";
-  using net = df::nn::dann_net<df::nn::mlp<2048, 256, df::nn::relu>,
-                               df::nn::linear<256, 31>,
-                               df::nn::mlp<256, 1024, 1024, 1, df::nn::relu>>;
-  static constexpr df::index_t batch = 32;
-};
-struct amazon {
-  static constexpr const char* name = "amazon";
-  using net = df::nn::dann_net<df::nn::sparse_input<df::nn::mlp<5000, 100, df::nn::relu>>,
-                               df::nn::linear<100, 2>,
-                               df::nn::linear<100, 1>>;
-  static constexpr df::index_t batch = 64;
-};
+// ---- Configurations -------------------------------------------------------------------------
 
 using dann = df::head::dann<df::schedule::ganin>;
 template <class Cfg,
@@ -113,51 +85,6 @@ double step_flops(double batch, double density = 1) {
 }
 
 // ---- Data -----------------------------------------------------------------------------------
-
-std::filesystem::path data_dir = DAFUSE_SHARED_DATA_DIR;
-
-//! Random dense rows in [0, 1) and labels: the dense configurations' data (not timed).
-df::data::dataset random_rows(df::index_t rows,
-                              df::index_t width,
-                              df::index_t classes,
-                              df::data::domain side) {
-  df::counter_rng rng(7, df::rng_stream::user, std::uint32_t(side));
-  df::data::host_array<float> x{{std::size_t(rows), std::size_t(width)},
-                                std::vector<float>(std::size_t(rows * width))};
-  for (float& v : x.values) v = rng.uniform<float>();
-  std::vector<std::int32_t> y(static_cast<std::size_t>(rows));
-  for (auto& l : y) l = std::int32_t(rng.below(std::uint32_t(classes)));
-  return df::data::make_dataset("random rows", side, std::move(x), std::move(y));
-}
-
-struct sparse_pair {
-  df::data::sparse_dataset source, target;
-  std::string origin;
-};
-sparse_pair amazon_data() {
-  const std::filesystem::path dir = data_dir / "amazon_reviews";
-  if (std::filesystem::exists(dir / "dvd_train_indptr.npy")) {
-    auto load = [&](const char* prefix, df::data::domain side) {
-      return df::data::load_sparse_dataset(dir / prefix,
-                                           dir / (std::string(prefix) + "_labels.npy"), side, 5000);
-    };
-    return {load("dvd_train", df::data::domain::source),
-            load("books_train", df::data::domain::target), "dvd_train -> books_train"};
-  }
-  // Without the data: rows with the reviews' density (about 1 % non-zeros).
-  auto synthetic = [](df::data::domain side) {
-    df::counter_rng rng(3, df::rng_stream::user, std::uint32_t(side));
-    std::vector<float> dense(std::size_t(2000) * 5000, 0.f);
-    for (float& v : dense)
-      if (rng.below(100) == 0) v = 1.f + rng.uniform<float>();
-    std::vector<std::int32_t> y(2000);
-    for (auto& l : y) l = std::int32_t(rng.below(2));
-    return df::data::make_sparse_dataset("synthetic", side,
-                                         df::data::to_csr(dense.data(), 2000, 5000), y);
-  };
-  return {synthetic(df::data::domain::source), synthetic(df::data::domain::target),
-          "synthetic, 1 % dense"};
-}
 
 // ---- Timing ---------------------------------------------------------------------------------
 
@@ -291,7 +218,7 @@ void dense_config(std::vector<result>& out, long steps, int threads) {
 
 void amazon_config(std::vector<result>& out, long steps) {
   using Cfg = amazon;
-  const sparse_pair d = amazon_data();
+  const sparse_pair d = amazon_data(data_dir);
   const double density =
       double(d.source.features.nnz()) / (double(d.source.rows()) * double(d.source.width()));
   const double flops = step_flops<amazon::net>(double(Cfg::batch), density);
