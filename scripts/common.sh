@@ -7,7 +7,7 @@ cd "$root"
 
 # ensure_packages [EXTRA...]: the build's packages, and any a script needs besides them.
 ensure_packages() {
-  local wanted=(meson ninja-build g++ pkg-config libeigen3-dev doctest-dev "$@")
+  local wanted=(meson ninja-build g++ pkg-config cmake libeigen3-dev doctest-dev "$@")
   local cuda=${CUDA_PATH:-/usr/local/cuda}
   [ -d "$cuda/include/cccl/thrust" ] || wanted+=(libthrust-dev)
   local missing=()

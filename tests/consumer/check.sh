@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Usage: check.sh DAFUSE_SOURCE_DIR
-# Builds and runs tests/consumer twice, outside dafuse's tree: as a Meson project that uses dafuse
-# as a subproject, and as a Make project that finds an installed dafuse through pkg-config.
+# Usage: check.sh DAFUSE_SOURCE_DIR [CXX]
+# Builds and runs tests/consumer outside dafuse's tree as downstream projects take dafuse: a Meson
+# subproject; a Make project through pkg-config against an installed dafuse; CMake through
+# FetchContent of the source tree and through find_package of an installed dafuse moved to another
+# prefix (both package files find the headers from their own place). Also checks that Meson and
+# CMake install the same files, and that `meson install` installs dafuse-train.
 set -euo pipefail
 src=$(cd "$1" && pwd)
+# The C++ compiler every build here uses (Meson, Make and CMake all read CXX).
+[ -n "${2:-}" ] && export CXX="$2"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+fail() { echo "consumer: $*" >&2; exit 1; }
 
 echo "== Meson subproject"
 mkdir -p "$work/meson/subprojects"
@@ -16,10 +22,50 @@ meson compile -C "$work/meson/build" >/dev/null
 "$work/meson/build/consumer"
 
 echo "== pkg-config and make"
-meson setup "$work/install-build" "$src" -Dtests=disabled --prefix "$work/prefix" >/dev/null
+meson setup "$work/install-build" "$src" -Dtests=disabled -Dcli=disabled --prefix "$work/prefix" \
+  >/dev/null
 meson install -C "$work/install-build" >/dev/null
-pc=$(dirname "$(find "$work/prefix" -name dafuse.pc | head -n 1)")
+pc_dir="$work/prefix/share/pkgconfig"
+[ -f "$pc_dir/dafuse.pc" ] || fail "no dafuse.pc in share/pkgconfig"
 mkdir -p "$work/make"
 cp "$src/tests/consumer/main.cpp" "$src/tests/consumer/Makefile" "$work/make/"
-PKG_CONFIG_PATH="$pc" make -s -C "$work/make" consumer
+PKG_CONFIG_PATH="$pc_dir" make -s -C "$work/make" consumer
 "$work/make/consumer"
+
+echo "== relocated: pkg-config --define-prefix"
+cp -r "$work/prefix" "$work/moved"
+cflags=$(PKG_CONFIG_PATH="$work/moved/share/pkgconfig" pkg-config --define-prefix --cflags dafuse)
+case "$cflags" in
+  *"-I$work/moved/include"*) ;;
+  *) fail "pkg-config --define-prefix gave '$cflags', expected -I$work/moved/include" ;;
+esac
+
+echo "== CMake: FetchContent of the source tree"
+cmake_consumer() {  # BUILD_DIR CMAKE_ARGS...
+  local dir=$1; shift
+  cmake -S "$work/cmake" -B "$dir" "$@" >"$dir.log" 2>&1 || { cat "$dir.log"; fail "cmake failed"; }
+  cmake --build "$dir" >>"$dir.log" 2>&1 || { cat "$dir.log"; fail "cmake --build failed"; }
+  "$dir/consumer"
+}
+mkdir -p "$work/cmake"
+cp "$src/tests/consumer/main.cpp" "$src/tests/consumer/CMakeLists.txt" "$work/cmake/"
+cmake_consumer "$work/cmake-fetch" -DDAFUSE_SOURCE_DIR="$src"
+
+echo "== CMake: find_package of the Meson install, moved"
+cmake_consumer "$work/cmake-found" -DCMAKE_PREFIX_PATH="$work/moved"
+
+echo "== CMake and Meson install the same files"
+cmake -S "$src" -B "$work/cmake-install-build" -DCMAKE_INSTALL_PREFIX="$work/cmake-prefix" \
+  >/dev/null
+cmake --install "$work/cmake-install-build" >/dev/null
+# CMake's install has no .pc (pkg-config users install with Meson); the rest must match.
+diff <(cd "$work/prefix" && find . -type f -not -name dafuse.pc | sort) \
+     <(cd "$work/cmake-prefix" && find . -type f | sort) || fail "the installs differ"
+cmake -S "$work/cmake" -B "$work/cmake-found2" -DCMAKE_PREFIX_PATH="$work/cmake-prefix" >/dev/null \
+  || fail "find_package of the CMake install failed"
+
+echo "== meson install installs dafuse-train"
+meson setup "$work/cli-build" "$src" -Dtests=disabled --prefix "$work/cli-prefix" >/dev/null
+meson introspect --installed "$work/cli-build" | grep -q '"[^"]*/bin/dafuse-train"' \
+  || fail "meson install would not install bin/dafuse-train"
+echo "consumer: all builds passed"
