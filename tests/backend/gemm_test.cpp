@@ -487,7 +487,9 @@ TEST_CASE("layer_split gives a layer's three products the same blocks of W's col
     CHECK(own.input_gradient.along == ws.split(in, 64, out).along);
   }
   ws.reserve_partial_sums(1024 * 64);
-  for (const auto& [out, in] : {std::pair<index_t, index_t>{1024, 256}, {1024, 1024}}) {
+  // Plain variables, not structured bindings: clang before 16 cannot capture those (CAPTURE).
+  for (const auto& shape : {std::pair<index_t, index_t>{1024, 256}, {1024, 1024}}) {
+    const index_t out = shape.first, in = shape.second;
     CAPTURE(in);
     const host::layer_split s = ws.split_layer(out, in, 64);
     CHECK(s.forward.along == split_along::depth);
@@ -503,8 +505,9 @@ TEST_CASE("layer_split gives a layer's three products the same blocks of W's col
   }
   // Where a split along the terms does not pay, each product keeps its own: too small (one
   // thread), partial sums as large as W (n ≥ in), partial sums beyond the room reserved.
-  for (const auto& [out, in, n] :
+  for (const auto& shape :
        {std::array<index_t, 3>{64, 64, 64}, {1024, 64, 512}, {1024, 1024, 65}, {1, 4096, 64}}) {
+    const index_t out = shape[0], in = shape[1], n = shape[2];
     CAPTURE(out);
     CAPTURE(in);
     CAPTURE(n);

@@ -34,7 +34,7 @@ int max_threads() {
 //! Runs one job of `threads` threads and returns how often each thread number ran, and the team
 //! size each saw (all must agree).
 std::vector<int> numbers_seen(int threads, int& team_seen) {
-  std::vector<std::atomic<int>> runs(std::size_t(host::thread_team::max_threads));
+  std::vector<std::atomic<int>> runs(static_cast<std::size_t>(host::thread_team::max_threads));
   std::atomic<int> team{0};
   host::run_on_team(threads, [&](int me, int count, auto&&) {
     runs[std::size_t(me)].fetch_add(1);

@@ -122,11 +122,13 @@ sgd_result sgd_reference(double limit) {
 }  // namespace
 
 TEST_CASE("split_for covers C in whole tiles along its longer side, one thread below the bound") {
-  for (const auto& [m, n, k] : {std::array<index_t, 3>{256, 300, 4096},
-                                {300, 200, 4096},
-                                {1024, 64, 1024},
-                                {33, 1000, 2048},
-                                {3, 40, 4096}}) {
+  // Plain variables, not structured bindings: clang before 16 cannot capture those (CAPTURE).
+  for (const auto& shape : {std::array<index_t, 3>{256, 300, 4096},
+                            {300, 200, 4096},
+                            {1024, 64, 1024},
+                            {33, 1000, 2048},
+                            {3, 40, 4096}}) {
+    const index_t m = shape[0], n = shape[1], k = shape[2];
     CAPTURE(m);
     CAPTURE(n);
     for (int threads : {1, 2, 3}) {
@@ -250,8 +252,9 @@ TEST_CASE("Adam's update gives the same bits with its two state values however i
 }
 
 TEST_CASE("for_each_slice covers a range once, in slices of whole cache lines on every thread") {
-  for (const auto& [threads, held] :
-       {std::pair{1, false}, {2, false}, {3, false}, {2, true}, {3, true}}) {
+  for (const auto& run : {std::pair{1, false}, {2, false}, {3, false}, {2, true}, {3, true}}) {
+    const int threads = run.first;
+    const bool held = run.second;
     CAPTURE(threads);
     CAPTURE(held);  // in a held team (team.hpp) or an OpenMP region of its own
     thread_count scope(threads);

@@ -1,5 +1,5 @@
 // CDAN's discriminator reads softmax(g) ⊗ h (2 classes × 8 features = 16 values), not h.
-// expect: dafuse: head::cdan's domain discriminator reads softmax(g) ⊗ h
+// expect: dafuse: head::cdan's domain discriminator reads softmax(g)
 #include "common.hpp"
 #ifdef DAFUSE_COMPILE_FAIL
 using net = good_net;  // G_d reads 8 values

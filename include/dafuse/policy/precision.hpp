@@ -89,9 +89,9 @@ struct dynamic {
   }
 };
 
-//! A constant S (an integer or floating-point constant: fixed<1024>, fixed<0.5f>). A step that
-//! overflows is still skipped; S does not change (choose it so that overflows are rare, or use
-//! loss_scale::dynamic).
+//! A constant S (an integer or floating-point constant: fixed<1024>, fixed<0.5f>; a floating-point
+//! S needs GCC >= 11 or clang >= 18). A step that overflows is still skipped; S does not change
+//! (choose it so that overflows are rare, or use loss_scale::dynamic).
 template <auto S>
 struct fixed {
   static_assert(std::is_arithmetic_v<decltype(S)> && double(S) > 0 && double(S) < 3.0e38,

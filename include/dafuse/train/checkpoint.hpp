@@ -37,7 +37,6 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <source_location>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -70,10 +69,11 @@ static_assert(std::endian::native == std::endian::little,
               "dafuse: checkpoints are written little-endian; this build needs byte swapping");
 
 //! The compiler's spelling of T, e.g. `dafuse::train_step<…>`: two checkpoints of one step type
-//! written by one compiler family carry the same name.
+//! written by one compiler family carry the same name. __PRETTY_FUNCTION__ (GCC, clang, nvcc)
+//! rather than std::source_location, which clang 14 cannot build with libstdc++.
 template <class T>
 std::string type_name() {
-  const std::string_view f = std::source_location::current().function_name();
+  const std::string_view f = __PRETTY_FUNCTION__;
   const std::size_t at = f.find("T = ");
   if (at == std::string_view::npos) return std::string(f);
   std::string_view rest = f.substr(at + 4);
