@@ -12,6 +12,7 @@
 #include <dafuse/config.hpp>
 
 #include <dafuse/backend/executor.hpp>
+#include <dafuse/backend/host/cpu_check.hpp>
 #include <dafuse/backend/host/dense.hpp>
 #include <dafuse/backend/host/loss.hpp>
 #include <dafuse/backend/host/products.hpp>
