@@ -2,7 +2,7 @@
 # Usage: check.sh FILE -- COMPILER [FLAGS...]
 #        check.sh --clean FILE... -- COMPILER [FLAGS...]
 # The first form: FILE fails to compile with -DDAFUSE_COMPILE_FAIL, with a diagnostic containing
-# the text of its "// expect: " line. The second: every FILE compiles cleanly as it is, all in one
+# the text of its "// expect: " line (and, given a "// errors: N" line, at most N errors). The second: every FILE compiles cleanly as it is, all in one
 # translation unit (each inside a namespace of its own, after every header the cases include,
 # which #pragma once then keeps out of the namespaces), so the headers are parsed once for all
 # the cases rather than once per case.
@@ -39,4 +39,14 @@ fi
 if ! grep -qF -- "$expect" <<<"$out"; then
   echo "FAIL: $file failed, but without the message: $expect"; echo "$out" | head -n 30; exit 1
 fi
-echo "ok: $file fails with: $expect"
+# "// errors: N": the failure is at most N errors (a failed check must not cascade; GCC reports
+# every failed static_assert of a class, clang the first).
+errors=$(sed -n 's|^// errors: ||p' "$file" | head -n 1)
+if [ -n "$errors" ]; then
+  found=$(grep -c 'error:' <<<"$out")
+  if [ "$found" -gt "$errors" ]; then
+    echo "FAIL: $file failed with $found errors, expected at most $errors:"; grep 'error:' <<<"$out"
+    exit 1
+  fi
+fi
+echo "ok: $file fails with: $expect${errors:+ (${found} error(s))}"

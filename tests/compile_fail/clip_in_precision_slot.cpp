@@ -1,5 +1,6 @@
 // A clip policy where the precision goes.
 // expect: dafuse: train_step's 3rd argument must be a precision policy
+// errors: 1
 #include "common.hpp"
 #ifdef DAFUSE_COMPILE_FAIL
 using step = df::train_step<good_net,

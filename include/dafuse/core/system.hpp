@@ -13,6 +13,8 @@
 #include <thrust/system/omp/execution_policy.h>
 #include <thrust/system/omp/vector.h>
 
+#include <concepts>
+
 namespace dafuse::system {
 
 //! Host memory, algorithms on OpenMP threads (Thrust's OMP system). Host pointers, so Eigen
@@ -31,5 +33,16 @@ struct cpp {
   static auto policy() { return thrust::cpp::par; }  //!< Thrust execution policy
   static constexpr bool host_accessible = true;      //!< raw pointers usable on the host
 };
+
+//! What a system provides: a vector type, an execution policy and whether the host can read its
+//! memory.
+template <class S>
+concept system_policy = requires {
+  typename S::template vector<float>;
+  S::policy();
+  { S::host_accessible } -> std::convertible_to<bool>;
+};
+
+static_assert(system_policy<omp> && system_policy<cpp>);
 
 }  // namespace dafuse::system

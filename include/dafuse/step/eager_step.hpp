@@ -168,27 +168,31 @@ template <class Net,
           class Head,
           class Optim,
           class System = backend::default_system>
-class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> {
-  using types = step_types<Net, Loader, Precision, Clip, Head, Optim>;
-  static_assert(detail::eager_precision<Precision>(),
+class eager_step : public checked_step_types<Net, Loader, Precision, Clip, Head, Optim> {
+  using types = checked_step_types<Net, Loader, Precision, Clip, Head, Optim>;
+  static_assert(detail::eager_precision<typename types::precision_type>(),
                 "dafuse: eager_step runs precision::fp32 and precision::fp64 only (eager mixed "
                 "precision and loss scaling are out of scope); compare bf16/fp16 with train_step "
                 "alone, or run the eager baseline in fp32");
-  static_assert(System::host_accessible,
+  using checked_system = typename detail::system_check<System>::type;
+  static_assert(checked_system::host_accessible,
                 "dafuse: eager_step runs on the host backend only (system::omp or system::cpp)");
-  static_assert(!head_policy<Head> ||
-                    (!Head::classifier_reads_target &&
-                     Head::discriminator_reads != discriminator_input::multilinear),
+  static_assert(!types::head_type::classifier_reads_target &&
+                    types::head_type::discriminator_reads != discriminator_input::multilinear,
                 "dafuse: eager_step runs head::source_only and head::dann (G_d reading h); "
                 "compare other heads with train_step alone");
   // The eager passes are DANN's: G_d on all rows of h, through the reversal.
   static constexpr bool adversarial = types::trains_discriminator;
 
  public:
-  using system_type = System;  //!< where memory lives
+  using system_type = checked_system;  //!< where memory lives
   using typename types::classifier_stack;
+  using typename types::clip_type;
   using typename types::discriminator_stack;
   using typename types::feature_stack;
+  using typename types::head_type;
+  using typename types::net_type;
+  using typename types::optim_type;
   using typename types::schedule_type;
   using typename types::value_type;
   using types::can_implement;  //!< train_step's run-time checks: both accept the same arguments
@@ -212,9 +216,9 @@ class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
                                            ? stack_buffers<discriminator_stack>::elements(rows) +
                                                  rows + feature_width * (b + 2 * rows)
                                            : 0;
-    workspace_ = buffer<value_type, System>(stack_buffers<feature_stack>::elements(rows) +
-                                            stack_buffers<classifier_stack>::elements(b) +
-                                            2 * class_count * b + adversarial_values);
+    workspace_ = buffer<value_type, system_type>(stack_buffers<feature_stack>::elements(rows) +
+                                                 stack_buffers<classifier_stack>::elements(b) +
+                                                 2 * class_count * b + adversarial_values);
     value_type* cursor = workspace_.data();
     const auto carve = [&](index_t n) {
       value_type* p = cursor;
@@ -276,7 +280,7 @@ class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
       ++step_index_;
       return report;
     }
-    clip_gradients(Clip::scales(norms_, args_));
+    clip_gradients(clip_type::scales(norms_, args_));
     update_parameters(lr);
     ++step_index_;
     return report;
@@ -348,13 +352,13 @@ class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
     report.lambda = lambda;
 
     profile_scope forward_timing(profiler_, phase::forward);
-    forward<feature_stack>(p + Net::features_offset, x, features_);
+    forward<feature_stack>(p + net_type::features_offset, x, features_);
     const matrix_view<const T> h = features_.output();  // [feature_width, rows]
     const matrix_view<const T> h_source = h.middle_cols(0, b);
-    forward<classifier_stack>(p + Net::classifier_offset, h_source, classifier_);
+    forward<classifier_stack>(p + net_type::classifier_offset, h_source, classifier_);
     report.label_loss = label_loss();
     if constexpr (adversarial) {
-      forward<discriminator_stack>(p + Net::discriminator_offset, h, discriminator_);
+      forward<discriminator_stack>(p + net_type::discriminator_offset, h, discriminator_);
       domain_loss(report);
     }
     forward_timing.stop();
@@ -364,26 +368,28 @@ class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
     const matrix_view<T> dh = features_.output_gradient();  // δh: [feature_width, rows]
     if constexpr (adversarial) {
       domain_loss_gradient();
-      backward<discriminator_stack>(p + Net::discriminator_offset, g + Net::discriminator_offset, h,
-                                    discriminator_, discriminator_input_gradient_);
+      backward<discriminator_stack>(p + net_type::discriminator_offset,
+                                    g + net_type::discriminator_offset, h, discriminator_,
+                                    discriminator_input_gradient_);
       reverse_gradient(lambda);
-      backward<classifier_stack>(p + Net::classifier_offset, g + Net::classifier_offset, h_source,
-                                 classifier_, classifier_input_gradient_);
+      backward<classifier_stack>(p + net_type::classifier_offset, g + net_type::classifier_offset,
+                                 h_source, classifier_, classifier_input_gradient_);
       sum_feature_gradients(dh);
     } else {
       // Without G_d, G_y's input gradient is δh itself.
-      backward<classifier_stack>(p + Net::classifier_offset, g + Net::classifier_offset, h_source,
-                                 classifier_, dh);
+      backward<classifier_stack>(p + net_type::classifier_offset, g + net_type::classifier_offset,
+                                 h_source, classifier_, dh);
     }
-    backward<feature_stack>(p + Net::features_offset, g + Net::features_offset, x, features_,
-                            matrix_view<T>{});
+    backward<feature_stack>(p + net_type::features_offset, g + net_type::features_offset, x,
+                            features_, matrix_view<T>{});
 
     // Gradient norms: a pass per parameter tensor, after the backward (clip_grad_norm_).
     norms_ = {};
-    norms_.features_sq = squared_norm<feature_stack>(g + Net::features_offset);
-    norms_.classifier_sq = squared_norm<classifier_stack>(g + Net::classifier_offset);
+    norms_.features_sq = squared_norm<feature_stack>(g + net_type::features_offset);
+    norms_.classifier_sq = squared_norm<classifier_stack>(g + net_type::classifier_offset);
     if constexpr (adversarial)
-      norms_.discriminator_sq = squared_norm<discriminator_stack>(g + Net::discriminator_offset);
+      norms_.discriminator_sq =
+          squared_norm<discriminator_stack>(g + net_type::discriminator_offset);
     report.grad_norm = norms_.global();
     report.task_grad_norm = norms_.task();
     report.discriminator_grad_norm = norms_.discriminator();
@@ -596,14 +602,14 @@ class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
   // whenever the policy scales: clip_grad_norm_ multiplies by its clamped coefficient even when
   // it is 1), then its clamp (a pass, clip_grad_value_). clip::none does nothing.
   void clip_gradients(const clip_scales& c) {
-    if constexpr (!std::is_same_v<Clip, clip::none>) {
+    if constexpr (!std::is_same_v<clip_type, clip::none>) {
       T* g = memory_.gradients().data();
       const bool clamps = std::isfinite(c.limit);
       if (!clamps || c.task != 1 || c.discriminator != 1) {
-        vector_map(g, Net::task_param_count) *= T(c.task);
+        vector_map(g, net_type::task_param_count) *= T(c.task);
         if constexpr (adversarial)
-          vector_map(g + Net::discriminator_offset, Net::param_count - Net::discriminator_offset) *=
-              T(c.discriminator);
+          vector_map(g + net_type::discriminator_offset,
+                     net_type::param_count - net_type::discriminator_offset) *= T(c.discriminator);
       }
       if (clamps) {
         const T bound = T(c.limit);
@@ -616,26 +622,29 @@ class eager_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
   // The optimizer's pass: Optim::update on every trained parameter with its module's learning
   // rate, through the library's update pass with scale 1 and no clamp (clipping is done).
   void update_parameters(double lr) {
-    using region = backend::host::update_region<Optim, T>;
+    using region = backend::host::update_region<optim_type, T>;
     const auto module_region = [&](index_t begin, index_t end, float lr_mult) {
       return region{begin, end, T(1),
-                    Optim::template make<T>(args_, lr * double(lr_mult), step_index_)};
+                    optim_type::template make<T>(args_, lr * double(lr_mult), step_index_)};
     };
     const std::array<region, 3> regions{
-        module_region(Net::features_offset, Net::classifier_offset, args_.lr_mult.features),
-        module_region(Net::classifier_offset, Net::discriminator_offset, args_.lr_mult.classifier),
+        module_region(net_type::features_offset, net_type::classifier_offset,
+                      args_.lr_mult.features),
+        module_region(net_type::classifier_offset, net_type::discriminator_offset,
+                      args_.lr_mult.classifier),
         // Without an adversarial head G_d is not trained: an empty range.
-        module_region(Net::discriminator_offset, trained_param_count, args_.lr_mult.discriminator)};
-    backend::host::update_parameters<Optim, System>(
+        module_region(net_type::discriminator_offset, trained_param_count,
+                      args_.lr_mult.discriminator)};
+    backend::host::update_parameters<optim_type, system_type>(
         memory_.parameters().data(), memory_.gradients().data(), memory_.optimizer_state().data(),
-        Net::param_count, regions, std::numeric_limits<double>::infinity(), !sparse_input);
+        net_type::param_count, regions, std::numeric_limits<double>::infinity(), !sparse_input);
   }
 
   fit_args args_;
   // Parameters, gradients, optimizer state, batch and labels, as the fused step's executor holds
   // them.
-  backend::host::step_memory<types, System> memory_;
-  buffer<T, System> workspace_;            // every buffer below, carved once
+  backend::host::step_memory<types, system_type> memory_;
+  buffer<T, system_type> workspace_;       // every buffer below, carved once
   stack_buffers<feature_stack> features_;  // z, a, δa, δz per layer; δa of the last is δh
   stack_buffers<classifier_stack> classifier_;
   stack_buffers<discriminator_stack> discriminator_;

@@ -7,6 +7,7 @@
 #include <dafuse/core/half.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/head/head_base.hpp>
+#include <dafuse/head/source_only.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/policy/arguments.hpp>
 #include <dafuse/policy/clip.hpp>
@@ -17,6 +18,7 @@
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 namespace dafuse {
 
@@ -37,10 +39,14 @@ struct step_report {
   double loss_scale = 1;  //!< S the loss was scaled by this step (1 without a loss scaler)
 };
 
-//! The slots of a step <Net, Loader, Precision, Clip, Head, Optim>, checked where the user wrote
-//! the alias, and what they derive. train_step and eager_step derive from it; executors read it.
 template <class Net, class Loader, class Precision, class Clip, class Head, class Optim>
-struct step_types {
+struct step_types;
+
+//! The messages of the slot checks: each failed one is reported where the user wrote the alias.
+//! Kept out of slot_check: clang treats a class whose static_assert failed as broken, and
+//! slot_check's `types` must stay usable.
+template <class Net, class Loader, class Precision, class Clip, class Head, class Optim>
+struct slot_asserts {
   static_assert(nn::is_dann_net<Net>::value,
                 "dafuse: train_step's 1st argument must be the network, e.g. "
                 "dann_net<features, classifier, discriminator>; the order is <Net, Loader, "
@@ -62,7 +68,48 @@ struct step_types {
   static_assert(optim_policy<Optim>,
                 "dafuse: train_step's 6th argument must be an optimizer policy such as "
                 "optim::sgd; the order is <Net, Loader, Precision, Clip, Head, Optim>");
+};
 
+//! The slots of a step <Net, Loader, Precision, Clip, Head, Optim>, checked. A step whose check
+//! fails is built from `types` = a set that fits (nn's smallest network, source_only, SGD), so
+//! that the compiler reports the failed check and none of what would follow from it.
+template <class Net, class Loader, class Precision, class Clip, class Head, class Optim>
+struct slot_check {
+  static constexpr bool reported =
+      sizeof(slot_asserts<Net, Loader, Precision, Clip, Head, Optim>) > 0;
+  static constexpr bool slots_valid = nn::is_dann_net<Net>::value && loader_policy<Loader> &&
+                                      precision_policy<Precision> && clip_policy<Clip> &&
+                                      head_policy<Head> && optim_policy<Optim>;
+  // The head's own checks of the network's shapes (what G_d reads, its one logit); each failed
+  // check says why in its own static_assert.
+  static constexpr bool network_fits_head = [] {
+    if constexpr (slots_valid)
+      return Head::template check_network<Net>();
+    else
+      return true;
+  }();
+  //! The step can be built; naming `reported` instantiates the slot messages.
+  // (`reported` last: clang cannot evaluate it when a message fired, and need not then.)
+  static constexpr bool valid = slots_valid && network_fits_head && reported;
+  using types = std::conditional_t<
+      valid,
+      step_types<Net, Loader, Precision, Clip, Head, Optim>,
+      step_types<nn::dann_net<nn::linear<2, 2>, nn::linear<2, 2>, nn::linear<2, 1>>,
+                 loader::sync,
+                 precision::fp32,
+                 clip::none,
+                 head::source_only<>,
+                 optim::sgd>>;
+};
+
+//! step_types of checked slots: train_step and eager_step derive from it.
+template <class Net, class Loader, class Precision, class Clip, class Head, class Optim>
+using checked_step_types = typename slot_check<Net, Loader, Precision, Clip, Head, Optim>::types;
+
+//! What a step's slots derive: train_step and eager_step derive from it (through
+//! checked_step_types); executors read it.
+template <class Net, class Loader, class Precision, class Clip, class Head, class Optim>
+struct step_types {
   using net_type = Net;                                         //!< the network
   using loader_type = Loader;                                   //!< how batches arrive
   using precision_type = Precision;                             //!< number formats
@@ -80,15 +127,6 @@ struct step_types {
   using feature_stack = typename Net::feature_stack;
   using classifier_stack = typename Net::classifier_stack;
   using discriminator_stack = typename Net::discriminator_stack;
-
-  // The head's own checks of the network's shapes (what G_d reads, its one logit).
-  static constexpr bool network_fits_head = [] {
-    if constexpr (nn::is_dann_net<Net>::value && head_policy<Head>)
-      return Head::template check_network<Net>();
-    else
-      return true;
-  }();
-  static_assert(network_fits_head);  // each failed shape check above has said why
 
   //! The batch holds B target rows after the B source rows.
   static constexpr bool draws_target_rows = Head::draws_target_rows;

@@ -39,9 +39,31 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 
 namespace dafuse {
 
+namespace detail {
+//! A step's 7th argument, checked: anything but a system says so once, and the step is then
+//! built for the default system (so that nothing else is reported).
+template <class System>
+struct system_asserts {
+  static_assert(system::system_policy<System>,
+                "dafuse: train_step's 7th argument, when given, is where the step runs: a system "
+                "such as system::omp (the default) or system::cpp; the policies are the six "
+                "before it, <Net, Loader, Precision, Clip, Head, Optim>");
+};
+template <class System>
+struct system_check {
+  static constexpr bool reported = sizeof(system_asserts<System>) > 0;
+  static constexpr bool valid = system::system_policy<System> && reported;  // as in slot_check
+  using type = std::conditional_t<valid, System, backend::default_system>;
+};
+}  // namespace detail
+
+//! The six policy slots, in order (step_types checks each where the alias is written), and
+//! System: where memory lives and the phases run, system::omp (OpenMP threads) unless given;
+//! system::cpp runs everything on the calling thread.
 template <class Net,
           class Loader,
           class Precision,
@@ -49,14 +71,17 @@ template <class Net,
           class Head,
           class Optim,
           class System = backend::default_system>
-class train_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> {
-  using types = step_types<Net, Loader, Precision, Clip, Head, Optim>;
+class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head, Optim> {
+  using types = checked_step_types<Net, Loader, Precision, Clip, Head, Optim>;
   using module = nn::dann_module;
 
  public:
-  using system_type = System;  //!< where memory lives and the phases run
-  using executor_type = backend::executor<System, types>;  //!< runs the phases on System
+  using system_type = typename detail::system_check<System>::type;  //!< where it all runs
+  using executor_type = backend::executor<system_type, types>;      //!< runs the phases there
+  using typename types::clip_type;
+  using typename types::head_type;
   using typename types::loss_scale_type;
+  using typename types::net_type;
   using typename types::schedule_type;
   using typename types::value_type;
   using types::can_implement;
@@ -185,26 +210,26 @@ class train_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
       return report;
     }
     // Clip on the unscaled norms, then fold the unscaling 1/S into each module's scale.
-    clip_scales clip = Clip::scales(norms_, args_);
+    clip_scales clip = clip_type::scales(norms_, args_);
     const double unscale = 1.0 / report.loss_scale;
     clip.task *= unscale;
     clip.discriminator *= unscale;
     const double lr = rates.lr;
     // Without a discriminator G_d is not trained: an empty range.
-    exec_.update({module_update{Net::features_offset, Net::classifier_offset, clip.task,
+    exec_.update({module_update{net_type::features_offset, net_type::classifier_offset, clip.task,
                                 lr * double(args_.lr_mult.features)},
-                  module_update{Net::classifier_offset, Net::discriminator_offset, clip.task,
-                                lr * double(args_.lr_mult.classifier)},
-                  module_update{Net::discriminator_offset, trained_param_count, clip.discriminator,
-                                lr * double(args_.lr_mult.discriminator)}},
+                  module_update{net_type::classifier_offset, net_type::discriminator_offset,
+                                clip.task, lr * double(args_.lr_mult.classifier)},
+                  module_update{net_type::discriminator_offset, trained_param_count,
+                                clip.discriminator, lr * double(args_.lr_mult.discriminator)}},
                  clip.limit, step_index_);
     ++step_index_;
     return report;
   }
 
   // compute_gradients() with the executor's threads held: the phases of the forward, the losses
-  // and the backward, in order. The head runs G_d and its loss, and writes δh (Head::forward,
-  // Head::backward); G_y's input gradient is then added to δh's source columns.
+  // and the backward, in order. The head runs G_d and its loss, and writes δh (head_type::forward,
+  // head_type::backward); G_y's input gradient is then added to δh's source columns.
   step_report gradients_of_batch(double lambda) {
     exec_.prepare_batch();
     profile_scope forward_timing(profiler_, phase::forward);
@@ -217,14 +242,15 @@ class train_step : public step_types<Net, Loader, Precision, Clip, Head, Optim> 
     report.label_loss = exec_.label_loss(loss_scale_.scale);
     norms_ = {};
     if constexpr (trains_discriminator) {
-      const domain_loss_result d = Head::forward(exec_, loss_scale_.scale);
+      const domain_loss_result d = head_type::forward(exec_, loss_scale_.scale);
       report.domain_loss = d.loss;
       report.domain_accuracy = d.accuracy;
     }
     // Everything from here is backward: the forward pass ends with the last loss.
     forward_timing.stop();
     profile_scope backward_timing(profiler_, phase::backward);
-    if constexpr (trains_discriminator) norms_.discriminator_sq = Head::backward(exec_, lambda);
+    if constexpr (trains_discriminator)
+      norms_.discriminator_sq = head_type::backward(exec_, lambda);
     // Added to δh when the head wrote it, written fresh otherwise.
     norms_.classifier_sq =
         exec_.template backward<module::classifier>(1.0, /*accumulate=*/trains_discriminator);
