@@ -401,3 +401,40 @@ TEST_CASE("a legend with more series than fit beside the frame ends in a '+N mor
   CHECK(std::count(d.texts.begin(), d.texts.end(), "s8") == 2);  // tooltip and legend
   CHECK(std::count(d.texts.begin(), d.texts.end(), "s9") == 0);
 }
+
+TEST_CASE("the legend is as wide as its longest name, so no name is cut") {
+  df::training_curves t{"step", "loss", "target_accuracy (oracle)"};
+  for (int r = 0; r < 5; ++r) t.add({double(r), 1.0 / (r + 1), 0.1 * r});
+  const xml_document d = parse_xml(
+      svg_of(t, {.panels = {{"a", {"loss"}}, {"b", {"loss", "target_accuracy (oracle)"}}}}));
+  REQUIRE_MESSAGE(d.error.empty(), d.error);
+  // Both the tooltip and the legend text carry the whole name, with no ellipsis.
+  CHECK(std::count(d.texts.begin(), d.texts.end(), "target_accuracy (oracle)") == 2);
+  // Every panel's frame has the same width (the legend is sized once for all panels).
+  std::set<std::string> frame_widths;
+  for (const auto& element : d.elements)
+    if (element.first == "rect" && element.second.count("stroke"))
+      frame_widths.insert(element.second.at("width"));
+  CHECK(frame_widths.size() == 1);
+}
+
+TEST_CASE("a marker draws a dashed line in every panel and its label once; bad ones are refused") {
+  const df::training_curves t = dann_like(50, 1);
+  const df::svg_layout layout{.panels = {{"losses", {"label_loss"}}, {"domain", {"domain_loss"}}},
+                              .markers = {{.step = 20, .label = "selected: step 20"},
+                                          {.step = 1e9, .label = "off the axis"}}};
+  const xml_document d = parse_xml(svg_of(t, layout));
+  REQUIRE_MESSAGE(d.error.empty(), d.error);
+  int dashed = 0;
+  for (const auto& element : d.elements)
+    if (element.first == "line" && element.second.count("stroke-dasharray") &&
+        element.second.at("stroke-dasharray") == "4 3")
+      ++dashed;
+  CHECK(dashed == 2);  // one per panel; the marker beyond the last step is not drawn
+  CHECK(std::count(d.texts.begin(), d.texts.end(), "selected: step 20") == 1);
+  CHECK(std::count(d.texts.begin(), d.texts.end(), "off the axis") == 0);
+  CHECK_THROWS_WITH_AS(svg_of(t, {.markers = {{.step = na}}}),
+                       "dafuse: svg_layout: markers: expected finite steps, found a marker at "
+                       "NaN or inf",
+                       df::error);
+}

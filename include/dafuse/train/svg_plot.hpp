@@ -34,14 +34,22 @@ struct svg_panel {
   std::vector<std::string> columns{};  //!< the series; names not in the table are skipped
 };
 
+//! A step marked across every panel by a dashed vertical line, labelled in the first panel
+//! (e.g. the step a validator selected).
+struct svg_marker {
+  double step = 0;      //!< where, on the step axis (a finite value)
+  std::string label{};  //!< beside the line's top; empty: none
+};
+
 //! What `write_svg` draws. Panels stack vertically and share the step axis.
 //! (The `{}` initializers let designated initializers name any subset of members without
 //! g++'s -Wmissing-field-initializers.)
 struct svg_layout {
-  std::string title{};              //!< above all panels; empty: none
-  std::vector<svg_panel> panels{};  //!< empty: one panel per column except step
-  int width = 960;                  //!< pixels, at least 320
-  int panel_height = 260;           //!< pixels per panel, at least 140
+  std::string title{};                //!< above all panels; empty: none
+  std::vector<svg_panel> panels{};    //!< empty: one panel per column except step
+  std::vector<svg_marker> markers{};  //!< steps marked in every panel
+  int width = 960;                    //!< pixels, at least 320
+  int panel_height = 260;             //!< pixels per panel, at least 140
 };
 
 namespace detail::curves {
@@ -253,9 +261,23 @@ inline std::vector<resolved_panel> resolve(const training_curves& t, const svg_l
 
 // Geometry of a panel, in pixels from its top edge (12 px sans-serif text): title baseline,
 // plot frame, tick labels under the frame, the "step" label under those; y tick labels left of
-// the frame need ~7 characters; the legend sits right of the frame.
+// the frame need ~7 characters; the legend sits right of the frame, as wide as its longest
+// name needs (about 7 px a character after a 38 px stroke sample) up to a third of the width.
 inline constexpr double title_baseline = 20, frame_top = 30, below_frame = 44;
-inline constexpr double frame_left = 64, legend_max = 200, inner = 6;
+inline constexpr double frame_left = 64, legend_min = 120, inner = 6;
+inline constexpr double legend_sample = 38, legend_char = 7;
+
+//! The legend's width in pixels, the same for every panel so that their frames line up.
+inline double legend_width(const training_curves& t,
+                           const std::vector<resolved_panel>& panels,
+                           const svg_layout& layout) {
+  std::size_t longest = 0;
+  for (const resolved_panel& p : panels)
+    for (const std::size_t c : p.columns)
+      longest = std::max(longest, t.columns()[c].size() + std::string_view(" (no data)").size());
+  return std::clamp(legend_sample + legend_char * double(longest) + 8, legend_min,
+                    layout.width / 3.0);
+}
 
 inline void text(std::string& out,
                  double x,
@@ -367,9 +389,10 @@ inline void draw_panel(const training_curves& t,
                        double step_lo,
                        double step_hi,
                        double top,
+                       double legend,
+                       bool first,
                        const svg_layout& layout) {
   const double w = layout.width, h = layout.panel_height;
-  const double legend = std::min(legend_max, w / 4);
   const double left = frame_left, right = w - legend - 12;
   const double y_top = top + frame_top, y_bottom = top + h - below_frame;
 
@@ -414,11 +437,23 @@ inline void draw_panel(const training_curves& t,
 
   for (std::size_t k = 0; k < panel.columns.size(); ++k)
     draw_series(t, out, panel.columns[k], k, xm, ym);
+  for (const svg_marker& m : layout.markers) {
+    if (m.step < xm.lo || m.step > xm.hi) continue;  // off the step axis
+    const double x = xm(m.step);
+    line(out, x, y_top, x, y_bottom, "stroke=\"#555555\" stroke-dasharray=\"4 3\"");
+    if (first && !m.label.empty()) {
+      // Right of the line, or left of it where the line is in the frame's right half.
+      const bool left_side = x > (left + right) / 2;
+      text(out, left_side ? x - 4 : x + 4, y_top + 12, left_side ? "end" : "start", m.label,
+           "font-size=\"11\" fill=\"#555555\"");
+    }
+  }
 
   // Legend: a stroke sample and the name, one entry per series, 18 px apart; the full name as
   // a tooltip where a long one is cut to the legend's width (about 7 px per character at 12
   // px). Entries beyond the frame's height give way to a "+N more" line.
-  const std::size_t fits = static_cast<std::size_t>(std::max(4.0, (legend - 34) / 7));
+  const std::size_t fits =
+      static_cast<std::size_t>(std::max(4.0, (legend - legend_sample - 8) / legend_char));
   const std::size_t room = static_cast<std::size_t>((y_bottom - y_top) / 18);
   const std::size_t shown =
       panel.columns.size() <= room ? panel.columns.size() : std::max<std::size_t>(room, 1) - 1;
@@ -465,7 +500,11 @@ inline std::string svg_text(const training_curves& t, const svg_layout& layout) 
     step_lo = std::max(step_lo, -axis_limit);
     step_hi = std::min(step_hi, axis_limit);
   }
+  for (const svg_marker& m : layout.markers)
+    if (!std::isfinite(m.step))
+      fail("svg_layout", "markers", "finite steps", "a marker at NaN or inf");
   const axis_ticks xt = nice_ticks(step_lo, step_hi);
+  const double legend = legend_width(t, panels, layout);
 
   std::string out;
   out += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
@@ -489,7 +528,7 @@ inline std::string svg_text(const training_curves& t, const svg_layout& layout) 
   if (panels.empty()) text(out, layout.width / 2.0, top + 24, "middle", "no columns to plot");
   for (std::size_t i = 0; i < panels.size(); ++i)
     draw_panel(t, out, panels[i], xt, step_lo, step_hi, top + double(i) * layout.panel_height,
-               layout);
+               legend, i == 0, layout);
   out += "</svg>\n";
   return out;
 }
