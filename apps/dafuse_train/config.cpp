@@ -89,6 +89,10 @@ config parse(int argc, char** argv) {
       c.target = value;
     else if (arg == "--target-labels")
       c.target_labels = value;
+    else if (arg == "--target-test")
+      c.target_test = value;
+    else if (arg == "--target-test-labels")
+      c.target_test_labels = value;
     else if (arg == "--preprocess")
       c.preprocess = split_commas(value);
     else if (arg == "--steps")
@@ -109,9 +113,10 @@ config parse(int argc, char** argv) {
       c.eval_every = to_long(arg, value, 0);
     else if (arg == "--validation-fraction")
       c.validation_fraction = to_double(arg, value);
-    else if (arg == "--validator")
+    else if (arg == "--validator") {
       c.selector = to_validator(arg, value);
-    else if (arg == "--validators") {
+      c.selector_given = true;
+    } else if (arg == "--validators") {
       c.validators.clear();
       for (const std::string& v : split_commas(value)) c.validators.push_back(to_validator(arg, v));
     } else if (arg == "--validator-rows")
@@ -148,6 +153,12 @@ config parse(int argc, char** argv) {
   if (!(c.validation_fraction >= 0 && c.validation_fraction < 1))
     throw usage_error("--validation-fraction: expected a fraction in [0, 1), found " +
                       std::to_string(c.validation_fraction));
+  if (!c.target_test_labels.empty() && c.target_test.empty())
+    throw usage_error("--target-test-labels: expected --target-test (the test features) too");
+  // Without held-out source rows the default selector (source accuracy) has nothing to read:
+  // select by the target's prediction entropy, which needs no labels.
+  if (c.validation_fraction == 0 && !c.selector_given)
+    c.selector = dafuse::select::validator::entropy;
   return c;
 }
 
@@ -163,6 +174,9 @@ Data
   --source-labels Y     int32 NPY [N] (default for a CSR prefix: P_labels.npy)
   --target X            target features, as --source
   --target-labels Y     optional; only reported (oracle accuracy), never used to train or select
+  --target-test X       a target test set, as --target, never trained on: the model the run
+                        ends with (the selected one with --restore-best) is reported on it
+  --target-test-labels Y  its int32 labels (default for a CSR prefix: P_labels.npy)
   --preprocess A[,B]    transforms in order: none, standardize, l2, log1p, binarize
                         (dense: standardize is fitted on the source; CSR: l2, log1p, binarize)
 
@@ -172,7 +186,8 @@ Training (0 or absent: the model's defaults, shown by --list)
 
 Evaluation and selection
   --eval-every K        evaluate every K steps and after the last (0: only at the end)
-  --validation-fraction F  source rows held out for validation (default 0.1; 0: none)
+  --validation-fraction F  source rows held out for validation, not trained on (default 0.1;
+                        0: none, and the default validator becomes entropy)
   --validator V         selects the best model: source_accuracy (default), entropy, im, snd,
                         dev, pad (none reads target labels)
   --validators A,B      also compute these at each evaluation

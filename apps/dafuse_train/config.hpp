@@ -17,9 +17,12 @@ struct usage_error : std::runtime_error {
 
 //! Everything one run reads from the command line.
 struct config {
-  std::string model;                    //!< registry name (--model)
-  std::string source, source_labels;    //!< features (NPY, or a CSR prefix) and labels
-  std::string target, target_labels;    //!< target labels are optional and only reported
+  std::string model;                  //!< registry name (--model)
+  std::string source, source_labels;  //!< features (NPY, or a CSR prefix) and labels
+  std::string target, target_labels;  //!< target labels are optional and only reported
+  //! A labelled target test set (--target-test, --target-test-labels): never trained on, only
+  //! reported, with the model the run ends with.
+  std::string target_test, target_test_labels;
   std::vector<std::string> preprocess;  //!< transforms in order (--preprocess a,b)
   long steps = 0, batch = 0;            //!< 0: the model's default
   double lr = 0, momentum = -1, lambda_max = -1, max_grad_norm = 1;  //!< <0 / 0: the default
@@ -27,6 +30,7 @@ struct config {
   long eval_every = 0;
   double validation_fraction = 0.1;
   dafuse::select::validator selector = dafuse::select::validator::source_accuracy;
+  bool selector_given = false;                        //!< --validator was on the command line
   std::vector<dafuse::select::validator> validators;  //!< extra validators (--validators)
   long validator_rows = 2000;
   long patience = 0;

@@ -14,9 +14,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -34,6 +38,7 @@ inline constexpr int exit_diverged = 3;
 template <class Data>
 struct run_data {
   Data source, target;
+  std::optional<Data> target_test;  //!< --target-test: reported on, never trained on
 };
 
 inline bool is_npy_file(const std::string& path) {
@@ -81,26 +86,25 @@ inline df::data::sparse_dataset load_sparse(const std::string& prefix,
   return df::data::load_sparse_dataset(prefix, labels, side, df::index_t(width));
 }
 
-//! Applies --preprocess to both domains (dense): each transform fitted on the source.
+//! Applies --preprocess to both domains and the target test set, if any (dense): each transform
+//! fitted on the training data only.
 inline void preprocess(const std::vector<std::string>& steps, run_data<df::data::dataset>& d) {
+  std::vector<df::data::dataset*> all{&d.source, &d.target};
+  if (d.target_test) all.push_back(&*d.target_test);
   for (const std::string& s : steps) {
     if (s == "none" || s.empty()) continue;
     if (s == "standardize") {
       df::data::standardize t;
       t.fit(d.source, d.target);
-      t.apply(d.source);
-      t.apply(d.target);
+      for (df::data::dataset* x : all) t.apply(*x);
     } else if (s == "l2") {
-      df::data::l2_normalize_rows(d.source);
-      df::data::l2_normalize_rows(d.target);
+      for (df::data::dataset* x : all) df::data::l2_normalize_rows(*x);
     } else if (s == "log1p") {
       df::data::log1p t;
-      t.apply(d.source);
-      t.apply(d.target);
+      for (df::data::dataset* x : all) t.apply(*x);
     } else if (s == "binarize") {
       df::data::binarize t;
-      t.apply(d.source);
-      t.apply(d.target);
+      for (df::data::dataset* x : all) t.apply(*x);
     } else {
       throw usage_error("--preprocess: expected none, standardize, l2, log1p or binarize, found '" +
                         s + "'");
@@ -111,9 +115,11 @@ inline void preprocess(const std::vector<std::string>& steps, run_data<df::data:
 //! The same for CSR rows (transforms that keep zeros zero).
 inline void preprocess(const std::vector<std::string>& steps,
                        run_data<df::data::sparse_dataset>& d) {
+  std::vector<df::data::sparse_dataset*> all{&d.source, &d.target};
+  if (d.target_test) all.push_back(&*d.target_test);
   for (const std::string& s : steps) {
     if (s == "none" || s.empty()) continue;
-    for (df::data::sparse_dataset* x : {&d.source, &d.target}) {
+    for (df::data::sparse_dataset* x : all) {
       if (s == "l2")
         df::data::l2_normalize_rows(*x);
       else if (s == "log1p")
@@ -165,6 +171,41 @@ inline std::string number(double v) {
   return buf;
 }
 
+//! A float (a fit_args field) in the fewest digits that read back as the same float: 0.03, not
+//! the double 0.029999999329447746.
+inline std::string number(float v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, double(v));
+    if (std::strtof(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+//! A duration for the progress output: 42 s, 3 min 05 s, 1 h 02 min.
+inline std::string duration(double seconds) {
+  char buf[32];
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const long s = std::lround(seconds);
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%ld s", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%ld min %02ld s", s / 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ld h %02ld min", s / 3600, (s % 3600) / 60);
+  return buf;
+}
+
+//! OpenMP threads a run uses (1 without OpenMP).
+inline int threads_in_use() {
+#if defined(_OPENMP)
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
 //! The curves' columns: per-step figures (averaged over each curve interval) then evaluations.
 inline std::vector<std::string> curve_columns() {
   std::vector<std::string> c{
@@ -191,6 +232,7 @@ class reporter final : public df::fit_callback {
   }
 
   void on_step(df::index_t step, const df::step_report& r) override {
+    if (first_step_ < 0) first_step_ = long(step) - 1;
     rows_step_ = long(step);
     sums_[0] += r.label_loss;
     sums_[1] += r.domain_loss;
@@ -271,22 +313,33 @@ class reporter final : public df::fit_callback {
       std::string bar(std::size_t(filled), '#');
       bar.resize(std::size_t(width), '.');
       std::fprintf(stderr,
-                   "\r\033[K[%s] %ld/%ld  L_y %.4f  L_d %.4f  acc_d %.2f  λ %.3f  %.0f steps/s",
+                   "\r\033[K[%s] %ld/%ld  L_y %.4f  L_d %.4f  acc_d %.2f  λ %.3f  %.0f steps/s"
+                   "  %s, ETA %s",
                    bar.c_str(), long(step), steps_, last_.label_loss, last_.domain_loss,
-                   last_.domain_accuracy, last_.lambda, double(step) / std::max(elapsed, 1e-9));
+                   last_.domain_accuracy, last_.lambda, double(step) / std::max(elapsed, 1e-9),
+                   duration(elapsed).c_str(), eta(step, elapsed).c_str());
       std::fflush(stderr);
     } else {
       const long every = std::max(1L, steps_ / 10);
       if (step % every != 0 && step != steps_) return;
       std::fprintf(stderr,
-                   "step %ld/%ld: L_y %.4f L_d %.4f acc_d %.2f lambda %.3f lr %.4g %.1f s\n",
+                   "step %ld/%ld: L_y %.4f L_d %.4f acc_d %.2f lambda %.3f lr %.4g %.1f s, "
+                   "ETA %s\n",
                    long(step), steps_, last_.label_loss, last_.domain_loss, last_.domain_accuracy,
-                   last_.lambda, last_.lr, elapsed);
+                   last_.lambda, last_.lr, elapsed, eta(step, elapsed).c_str());
     }
+  }
+
+  // Time left at the run's mean rate so far (evaluations included).
+  std::string eta(df::index_t step, double elapsed) const {
+    const long done = long(step) - first_step_;
+    if (done <= 0) return "?";
+    return duration(elapsed / double(done) * double(steps_ - long(step)));
   }
 
   const config& config_;
   long steps_, curve_every_, eval_every_;
+  long first_step_ = -1;  // the step before the first one this run made (a resumed run's start)
   bool terminal_;
   df::training_curves curves_;
   std::vector<std::vector<double>> rows_;
@@ -295,6 +348,16 @@ class reporter final : public df::fit_callback {
   long rows_step_ = 0;  // the last step on_step saw
   df::step_report last_;
   std::chrono::steady_clock::time_point start_, last_draw_{};
+};
+
+//! The report's format: raise it when a field changes meaning or goes away (adding one does not).
+inline constexpr int json_format_version = 2;
+
+//! What a run measured beyond fit_result.
+struct run_outcome {
+  long trained_source_rows = 0;  //!< source rows trained on (the rest were held out)
+  bool clipped = false;          //!< the model clips gradients (max_grad_norm applies)
+  double target_test_accuracy = std::numeric_limits<double>::quiet_NaN();  //!< NaN: no test set
 };
 
 //! Writes the configuration and every result as one JSON object.
@@ -306,22 +369,28 @@ void write_json(const std::string& path,
                 const df::fit_options& o,
                 const run_data<Data>& d,
                 const df::fit_result& r,
+                const run_outcome& outcome,
                 const df::profiler& prof) {
   const auto rows = [](const Data& x) { return long(df::detail::row_count(x)); };
   std::string j = "{\n";
-  j += "  \"program\": \"dafuse-train\",\n";
+  j += "  \"program\": \"dafuse-train\", \"format_version\": " +
+       std::to_string(json_format_version) + ", \"dafuse_version\": \"" +
+       std::to_string(DAFUSE_VERSION_MAJOR) + "." + std::to_string(DAFUSE_VERSION_MINOR) + "." +
+       std::to_string(DAFUSE_VERSION_PATCH) + "\",\n";
   j += "  \"model\": {\"name\": " + json_string(m.name) +
        ", \"description\": " + json_string(m.description) + "},\n";
   j += "  \"config\": {\"source\": " + json_string(c.source) +
        ", \"source_labels\": " + json_string(c.source_labels) +
        ", \"target\": " + json_string(c.target) +
-       ", \"target_labels\": " + json_string(c.target_labels) + ", \"preprocess\": [";
+       ", \"target_labels\": " + json_string(c.target_labels) +
+       ", \"target_test\": " + json_string(c.target_test) +
+       ", \"target_test_labels\": " + json_string(c.target_test_labels) + ", \"preprocess\": [";
   for (std::size_t i = 0; i < c.preprocess.size(); ++i)
     j += (i ? ", " : "") + json_string(c.preprocess[i]);
   j += "], \"steps\": " + std::to_string(args.steps) +
        ", \"batch\": " + std::to_string(args.batch) + ", \"lr\": " + number(args.lr) +
        ", \"momentum\": " + number(args.momentum) + ", \"lambda_max\": " + number(args.lambda_max) +
-       ", \"max_grad_norm\": " + number(args.max_grad_norm) +
+       ", \"max_grad_norm\": " + (outcome.clipped ? number(args.max_grad_norm) : "null") +
        ", \"seed\": " + std::to_string(args.seed) +
        ", \"eval_every\": " + std::to_string(o.eval_every) +
        ", \"validation_fraction\": " + number(o.validation_fraction) +
@@ -330,9 +399,11 @@ void write_json(const std::string& path,
        ", \"restore_best\": " + (o.restore_best ? "true" : "false") +
        ", \"checkpoint\": " + json_string(o.checkpoint) +
        ", \"best_checkpoint\": " + json_string(o.best_checkpoint) +
-       ", \"resume\": " + json_string(o.resume) + ", \"threads\": " + std::to_string(c.threads) +
-       "},\n";
+       ", \"resume\": " + json_string(o.resume) +
+       ", \"threads\": " + std::to_string(threads_in_use()) + "},\n";
   j += "  \"data\": {\"source_rows\": " + std::to_string(rows(d.source)) +
+       ", \"trained_source_rows\": " + std::to_string(outcome.trained_source_rows) +
+       ", \"target_test_rows\": " + std::to_string(d.target_test ? rows(*d.target_test) : 0) +
        ", \"target_rows\": " + std::to_string(rows(d.target)) +
        ", \"width\": " + std::to_string(m.input_width) +
        ", \"classes\": " + std::to_string(m.classes) +
@@ -349,6 +420,7 @@ void write_json(const std::string& path,
        ", \"best_score\": " + number(r.best_score) +
        ", \"selected_target_accuracy\": " + number(r.selected_target_accuracy) +
        ", \"oracle_target_accuracy\": " + number(r.oracle_target_accuracy) +
+       ", \"target_test_accuracy\": " + number(outcome.target_test_accuracy) +
        ", \"stopped_early\": " + (r.stopped_early ? "true" : "false") +
        ", \"restored_best\": " + (r.restored_best ? "true" : "false") +
        ", \"diverged\": " + (r.diverged ? "true" : "false") +
@@ -400,6 +472,20 @@ int run_model(const config& c, const model_entry& m) {
     d.source = load_dense(c.source, c.source_labels, df::data::domain::source);
     d.target = load_dense(c.target, c.target_labels, df::data::domain::target);
   }
+  if (!c.target_test.empty()) {
+    if constexpr (Step::sparse_input) {
+      d.target_test = load_sparse(c.target_test, c.target_test_labels, df::data::domain::target,
+                                  m.input_width, true);
+    } else {
+      if (c.target_test_labels.empty())
+        throw usage_error(
+            "--target-test-labels: expected the test set's labels (an int32 NPY "
+            "file): a test set is there to be scored");
+      d.target_test = load_dense(c.target_test, c.target_test_labels, df::data::domain::target);
+    }
+    df::data::check_width(*d.target_test, Step::input_width);
+    df::data::check_labels(*d.target_test, Step::class_count);
+  }
   preprocess(c.preprocess, d);
 
   df::fit_args args;
@@ -430,12 +516,28 @@ int run_model(const config& c, const model_entry& m) {
   reporter report(c, long(args.steps), long(o.eval_every));
   o.callbacks = {&report};
 
-  if (!c.quiet)
-    std::fprintf(stderr, "%s: %ld source rows, %ld target rows%s, %ld steps of %ld + %ld rows\n",
-                 std::string(m.name).c_str(), long(df::detail::row_count(d.source)),
+  run_outcome outcome;
+  outcome.clipped = !std::is_same_v<typename Step::clip_type, df::clip::none>;
+  const long source_rows = long(df::detail::row_count(d.source));
+  const long held_out =
+      o.validation_fraction > 0
+          ? long(df::data::validation_row_count(source_rows, o.validation_fraction))
+          : 0;
+  outcome.trained_source_rows = source_rows - held_out;
+  if (!c.quiet) {
+    std::fprintf(stderr, "%s: %ld source rows (%ld trained on, %ld held out for validation), ",
+                 std::string(m.name).c_str(), source_rows, outcome.trained_source_rows, held_out);
+    std::fprintf(stderr, "%ld target rows%s%s, %ld steps of %ld + %ld rows on %d thread(s)\n",
                  long(df::detail::row_count(d.target)),
                  d.target.has_labels() ? " (labelled: oracle accuracy reported)" : "",
-                 long(args.steps), long(args.batch), long(args.batch));
+                 d.target_test ? (", " + std::to_string(df::detail::row_count(*d.target_test)) +
+                                  " target test rows")
+                                     .c_str()
+                               : "",
+                 long(args.steps), long(args.batch), long(args.batch), threads_in_use());
+    if (c.validation_fraction == 0 && !c.selector_given)
+      std::fprintf(stderr, "no source rows held out: selecting by entropy (--validator)\n");
+  }
   Step step(args);
   const df::fit_result r = df::fit(step, d.source, d.target, o);
   report.finish();
@@ -459,6 +561,12 @@ int run_model(const config& c, const model_entry& m) {
         "target accuracy: selected model %.2f %%, last step %.2f %%, oracle best %.2f %% "
         "(oracle: chosen with target labels)\n",
         100 * r.selected_target_accuracy, 100 * r.target_accuracy, 100 * r.oracle_target_accuracy);
+  if (d.target_test) {
+    outcome.target_test_accuracy = df::accuracy(step, *d.target_test);
+    std::printf("target test accuracy: %.2f %% on %ld rows (the %s model)\n",
+                100 * outcome.target_test_accuracy, long(df::detail::row_count(*d.target_test)),
+                r.restored_best ? "selected" : "last step's");
+  }
   if (r.stopped_early) std::printf("stopped early at step %ld\n", long(step.step_index()));
   if (c.profile) std::printf("%s", prof.summary().c_str());
   if (!c.trace.empty()) prof.write_chrome_trace(c.trace);
@@ -468,7 +576,8 @@ int run_model(const config& c, const model_entry& m) {
     std::vector<df::svg_panel> panels{
         {"losses (mean over each interval)", {"label_loss", "domain_loss"}},
         {"accuracy", {"source_accuracy", "target_accuracy (oracle)", "domain_accuracy"}},
-        {"schedule", {"lambda", "lr"}}};
+        {"reversal weight λ", {"lambda"}},
+        {"learning rate", {"lr"}}};
     // One panel per validator computed (their scales differ), source accuracy aside.
     for (const auto v : df::select::all_validators) {
       const bool computed = v == o.selector || std::find(o.validators.begin(), o.validators.end(),
@@ -477,10 +586,16 @@ int run_model(const config& c, const model_entry& m) {
         panels.push_back({"validator: " + std::string(df::select::name(v)),
                           {"validator " + std::string(df::select::name(v))}});
     }
-    df::write_svg(curves, c.curves + ".svg",
-                  {.title = "dafuse-train " + std::string(m.name), .panels = panels});
+    std::vector<df::svg_marker> markers;
+    if (!r.evaluations.empty())
+      markers.push_back({.step = double(r.best_step),
+                         .label = "selected by " + std::string(df::select::name(r.selected_by)) +
+                                  ": step " + std::to_string(r.best_step)});
+    df::write_svg(
+        curves, c.curves + ".svg",
+        {.title = "dafuse-train " + std::string(m.name), .panels = panels, .markers = markers});
   }
-  if (!c.json.empty()) write_json(c.json, c, m, args, o, d, r, prof);
+  if (!c.json.empty()) write_json(c.json, c, m, args, o, d, r, outcome, prof);
   return r.diverged ? exit_diverged : 0;
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # dafuse-train's command line: --help and --list, every refused command line (exit 2) and bad
 # data (exit 1) with a message naming the option or file, then a short real run whose JSON,
-# curves, trace and checkpoints are checked, a resume from its checkpoint, and a run that
-# diverges (exit 3).
+# curves, trace and checkpoints are checked, a resume from its checkpoint, a run that diverges
+# (exit 3), the row counts, selection without held-out rows, the versioned JSON, the plot's
+# marker and panels, and a target test set.
 # Usage: dafuse_train_test.sh PATH/TO/dafuse-train SHARED_DATA_DIR
 set -uo pipefail
 exe=$1
@@ -38,6 +39,8 @@ expect 2 "--validator: expected one of source_accuracy, entropy, im, snd, dev, p
   -- --validator best
 expect 2 "--validation-fraction: expected a fraction in [0, 1)" -- --model moons-dann \
   --source a.npy --target b.npy --validation-fraction 1
+expect 2 "--target-test-labels: expected --target-test" -- --model moons-dann --source a.npy \
+  --target b.npy --target-test-labels c.npy
 expect 2 "unexpected argument 'stray'" -- stray
 expect 2 "--model: expected one of digits-dann" -- --model nope --source a.npy --target b.npy
 expect 2 "--source-labels: expected the source labels" -- --model moons-dann --source a.npy \
@@ -108,6 +111,47 @@ expect 3 "training diverged at step" -- --model digits-dann "${src[@]}" "${tgt[@
 grep -q '"diverged": true' "$work/diverged.json" ||
   { echo "FAIL: the JSON does not say the run diverged"; failures=$((failures + 1)); }
 expect 0 "0 skipped" -- "${run[@]}" --steps 20
+
+# The run's summary says how many source rows trained; with none held out, selection falls to
+# entropy instead of failing; the JSON is versioned, gives the threads used, floats as typed and
+# no max_grad_norm for an unclipped model.
+expect 0 "2000 source rows (1800 trained on, 200 held out for validation)" -- --model digits-dann \
+  "${src[@]}" "${tgt[@]}" --steps 10
+expect 0 "selected by entropy (label-free)" -- --model digits-dann "${src[@]}" "${tgt[@]}" \
+  --steps 10 --eval-every 5 --validation-fraction 0 --json "$work/all_rows.json"
+expect 1 "held-out source rows for source_accuracy" -- --model digits-dann "${src[@]}" \
+  "${tgt[@]}" --steps 10 --validation-fraction 0 --validator source_accuracy --quiet
+if command -v python3 >/dev/null; then
+  python3 - "$work/all_rows.json" "$work/run.json" <<'PY' || failures=$((failures + 1))
+import json, os, sys
+rows, run = (json.load(open(f)) for f in sys.argv[1:])
+problems = []
+if rows["format_version"] < 2 or not rows["dafuse_version"]: problems.append("no version")
+if rows["data"]["trained_source_rows"] != rows["data"]["source_rows"]: problems.append("rows")
+if run["data"]["trained_source_rows"] != 1800: problems.append("trained rows of run.json")
+if run["config"]["lr"] != 0.03: problems.append("lr %r" % run["config"]["lr"])
+if run["config"]["max_grad_norm"] is not None: problems.append("max_grad_norm of an unclipped model")
+if not run["config"]["threads"] >= 1: problems.append("threads %r" % run["config"]["threads"])
+if rows["result"]["selected_by"] != "entropy": problems.append("selector")
+for p in problems: print("FAIL: JSON:", p)
+sys.exit(1 if problems else 0)
+PY
+fi
+# The curves mark the selected step and draw λ and the learning rate in panels of their own.
+grep -q 'selected by source_accuracy: step' "$work/curves.svg" ||
+  { echo "FAIL: the plot does not mark the selected step"; failures=$((failures + 1)); }
+grep -q '>learning rate<' "$work/curves.svg" ||
+  { echo "FAIL: the plot has no learning-rate panel"; failures=$((failures + 1)); }
+# A target test set is scored with the model the run ends with; its labels are required and its
+# width is checked.
+expect 0 "target test accuracy:" -- --model digits-dann "${src[@]}" --target \
+  "$mnist/usps_images.npy" --target-test "$mnist/usps_images.npy" \
+  --target-test-labels "$mnist/usps_labels.npy" --steps 10 --quiet
+expect 2 "--target-test-labels: expected the test set's labels" -- --model digits-dann \
+  "${src[@]}" "${tgt[@]}" --target-test "$mnist/usps_images.npy" --steps 10
+head -c 1000 "$mnist/usps_images.npy" >"$work/test_truncated.npy"
+expect 1 "$work/test_truncated.npy" -- --model digits-dann "${src[@]}" "${tgt[@]}" \
+  --target-test "$work/test_truncated.npy" --target-test-labels "$mnist/usps_labels.npy" --steps 10
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures check(s) failed"

@@ -68,6 +68,11 @@ struct split_sets {
   Data validation;  //!< the held-out rows (never trained on)
 };
 
+//! Rows split_validation holds out of `rows` for `fraction`: round(fraction · rows).
+inline index_t validation_row_count(index_t rows, double fraction) {
+  return index_t(std::llround(fraction * double(rows)));
+}
+
 //! Holds out round(fraction · rows) rows of `d` for validation, chosen by a permutation seeded
 //! with `seed` (its own RNG stream: the split does not move the batches); each part keeps the
 //! original row order. fraction must be in (0, 1) and leave at least one row on each side.
@@ -78,7 +83,7 @@ split_sets<Data> split_validation(const Data& d, double fraction, std::uint64_t 
     rows = d.rows();
   else
     rows = d.rows;
-  const auto held = index_t(std::llround(fraction * double(rows)));
+  const index_t held = validation_row_count(rows, fraction);
   if (!(fraction > 0 && fraction < 1) || held < 1 || held >= rows)
     fail(d.origin, "validation fraction",
          "a fraction in (0, 1) that leaves at least one row on each side of " +
