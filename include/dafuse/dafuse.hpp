@@ -18,6 +18,7 @@
 #include <dafuse/data/images.hpp>
 #include <dafuse/data/npy.hpp>
 #include <dafuse/data/npy_map.hpp>
+#include <dafuse/data/npz.hpp>
 #include <dafuse/data/prefetch.hpp>
 #include <dafuse/data/sampler.hpp>
 #include <dafuse/data/split.hpp>
@@ -40,7 +41,9 @@
 #include <dafuse/policy/schedule.hpp>
 #include <dafuse/select/validators.hpp>
 #include <dafuse/step/eager_step.hpp>
+#include <dafuse/step/model.hpp>
 #include <dafuse/step/train_step.hpp>
 #include <dafuse/train/checkpoint.hpp>
 #include <dafuse/train/curves.hpp>
 #include <dafuse/train/fit.hpp>
+#include <dafuse/train/model_file.hpp>

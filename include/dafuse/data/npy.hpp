@@ -439,15 +439,14 @@ inline npy_header parse_npy_header(std::span<const unsigned char> bytes, std::st
   return h;
 }
 
-//! Loads an NPY file whose dtype is exactly `T`'s ('<f4' for float, '<i4' for std::int32_t,
-//! '|u1' for std::uint8_t). The file must hold exactly product(shape) elements after the header.
+//! Reads an NPY image already in memory (a file's bytes, an NPZ member) whose dtype is exactly
+//! `T`'s ('<f4' for float, '<i4' for std::int32_t, '|u1' for std::uint8_t); `where` names it in
+//! messages. The bytes must hold exactly product(shape) elements after the header.
 template <class T>
-host_array<T> load_npy(const std::filesystem::path& path) {
+host_array<T> parse_npy(std::span<const unsigned char> bytes, std::string_view where) {
   static_assert(npy_element<T>,
                 "dafuse: load_npy<T> supports T = float, std::int32_t or std::uint8_t ('<f4', "
                 "'<i4', '|u1'); use load_npy_as_float to convert");
-  const std::string where = path.string();
-  const std::vector<unsigned char> bytes = detail::read_file(path, where);
   const npy_header h = parse_npy_header(bytes, where);
   constexpr dtype want = dtype_of_v<T>;
   if (h.type != want) {
@@ -460,6 +459,14 @@ host_array<T> load_npy(const std::filesystem::path& path) {
   host_array<T> out{h.shape, std::vector<T>(count)};
   if (count != 0) std::memcpy(out.values.data(), bytes.data() + h.data_offset, count * sizeof(T));
   return out;
+}
+
+//! Loads an NPY file whose dtype is exactly `T`'s; see parse_npy.
+template <class T>
+host_array<T> load_npy(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  const std::vector<unsigned char> bytes = detail::read_file(path, where);
+  return parse_npy<T>(bytes, where);
 }
 
 //! Loads an NPY file of any supported dtype and converts its values to float as they are
@@ -489,16 +496,15 @@ inline host_array<float> load_npy_as_float(const std::filesystem::path& path) {
   return out;
 }
 
-//! Writes `values` (C order) with the given `shape` as an NPY version 1.0 file. Writes to
-//! `path` + ".tmp" first and renames it over `path`, so a failure leaves no half-written `path`.
+//! The bytes of an NPY version 1.0 file holding `values` (C order) with the given `shape`; `where`
+//! names it in messages.
 template <class T>
-void save_npy(const std::filesystem::path& path,
-              const std::vector<std::size_t>& shape,
-              std::span<const T> values) {
+std::vector<unsigned char> npy_bytes(const std::vector<std::size_t>& shape,
+                                     std::span<const T> values,
+                                     std::string_view where) {
   static_assert(npy_element<T>,
                 "dafuse: save_npy<T> supports T = float, std::int32_t or std::uint8_t ('<f4', "
                 "'<i4', '|u1'); convert the values first");
-  const std::string where = path.string();
   const std::size_t count = detail::checked_bytes(shape, sizeof(T), where) / sizeof(T);
   if (values.size() != count)
     fail(where, "values",
@@ -516,17 +522,28 @@ void save_npy(const std::filesystem::path& path,
     fail(where, "shape", "a header of at most 65535 bytes (NPY version 1.0)",
          std::to_string(shape.size()) + " dimensions needing " + std::to_string(header.size()));
 
-  unsigned char start[prefix] = {0x93,
-                                 'N',
-                                 'U',
-                                 'M',
-                                 'P',
-                                 'Y',
-                                 1,
-                                 0,
-                                 static_cast<unsigned char>(header.size() & 0xff),
-                                 static_cast<unsigned char>(header.size() >> 8)};
+  std::vector<unsigned char> bytes{0x93,
+                                   'N',
+                                   'U',
+                                   'M',
+                                   'P',
+                                   'Y',
+                                   1,
+                                   0,
+                                   static_cast<unsigned char>(header.size() & 0xff),
+                                   static_cast<unsigned char>(header.size() >> 8)};
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  const auto* data = reinterpret_cast<const unsigned char*>(values.data());
+  bytes.insert(bytes.end(), data, data + count * sizeof(T));
+  return bytes;
+}
 
+namespace detail {
+//! Writes `bytes` to `path` + ".tmp" and renames it over `path`, so a failure leaves no
+//! half-written `path` (and an existing one as it was).
+inline void write_file_atomically(const std::filesystem::path& path,
+                                  std::span<const unsigned char> bytes) {
+  const std::string where = path.string();
   std::filesystem::path tmp = path;
   tmp += ".tmp";
   {
@@ -534,11 +551,8 @@ void save_npy(const std::filesystem::path& path,
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out)
       fail(where, "cannot open " + tmp.string() + " for writing: " + detail::os_reason(errno));
-    out.write(reinterpret_cast<const char*>(start), prefix);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    if (count != 0)
-      out.write(reinterpret_cast<const char*>(values.data()),
-                static_cast<std::streamsize>(count * sizeof(T)));
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
     out.close();
     if (!out) {
       const int err = errno;
@@ -554,6 +568,16 @@ void save_npy(const std::filesystem::path& path,
     std::filesystem::remove(tmp, ignored);
     fail(where, "cannot rename " + tmp.string() + " to it: " + ec.message());
   }
+}
+}  // namespace detail
+
+//! Writes `values` (C order) with the given `shape` as an NPY version 1.0 file. Writes to
+//! `path` + ".tmp" first and renames it over `path`, so a failure leaves no half-written `path`.
+template <class T>
+void save_npy(const std::filesystem::path& path,
+              const std::vector<std::size_t>& shape,
+              std::span<const T> values) {
+  detail::write_file_atomically(path, npy_bytes<T>(shape, values, path.string()));
 }
 
 //! Writes `a` as an NPY version 1.0 file; see the overload above.

@@ -24,6 +24,7 @@
 //! the step: a refused checkpoint leaves the step as it was.
 #pragma once
 #include <dafuse/config.hpp>
+#include <dafuse/core/crc32.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/policy/arguments.hpp>
@@ -79,23 +80,6 @@ std::string type_name() {
   std::string_view rest = f.substr(at + 4);
   const std::size_t end = std::min(rest.find(';'), rest.rfind(']'));
   return std::string(rest.substr(0, end));
-}
-
-//! CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320) of `bytes`: detects every burst error up
-//! to 32 bits, which is what a torn or bit-flipped file looks like.
-inline std::uint32_t crc32(const unsigned char* bytes, std::size_t n) {
-  static const std::array<std::uint32_t, 256> table = [] {
-    std::array<std::uint32_t, 256> t{};
-    for (std::uint32_t i = 0; i < 256; ++i) {
-      std::uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  std::uint32_t c = 0xFFFFFFFFu;
-  for (std::size_t i = 0; i < n; ++i) c = table[(c ^ bytes[i]) & 0xFFu] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
 }
 
 //! Appends fields to a byte buffer.

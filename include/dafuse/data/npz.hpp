@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file data/npz.hpp
+//! @brief NumPy `.npz` archives: named NPY members in an uncompressed ZIP file.
+//!
+//! What numpy.savez writes and numpy.load reads: a ZIP archive whose members are stored (method
+//! 0, no compression), each an NPY image named `<key>.npy`. Writing produces plain ZIP (no
+//! ZIP64; archives up to 4 GiB). Reading takes sizes and offsets from the central directory,
+//! which also covers numpy's own archives (their local headers carry ZIP64 extra fields), checks
+//! every member's CRC-32, and refuses compressed members (numpy.savez_compressed), encrypted
+//! ones and anything running past the end of the file.
+#pragma once
+#include <dafuse/config.hpp>
+#include <dafuse/core/crc32.hpp>
+#include <dafuse/core/error.hpp>
+#include <dafuse/data/npy.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dafuse::data {
+
+//! One member of an archive: its name in the ZIP directory ("features.0.weight.npy") and bytes.
+struct npz_member {
+  std::string name;
+  std::vector<unsigned char> bytes;
+};
+
+namespace detail {
+
+inline constexpr std::uint32_t zip_local_signature = 0x04034b50;
+inline constexpr std::uint32_t zip_central_signature = 0x02014b50;
+inline constexpr std::uint32_t zip_end_signature = 0x06054b50;
+inline constexpr std::uint32_t zip64_end_signature = 0x06064b50;
+inline constexpr std::uint32_t zip64_locator_signature = 0x07064b50;
+inline constexpr std::size_t zip_local_size = 30, zip_central_size = 46, zip_end_size = 22;
+
+//! Little-endian fields appended to a byte vector.
+struct zip_writer {
+  std::vector<unsigned char>& out;
+  void u16(std::uint32_t v) {
+    out.push_back(static_cast<unsigned char>(v));
+    out.push_back(static_cast<unsigned char>(v >> 8));
+  }
+  void u32(std::uint32_t v) {
+    u16(v & 0xffff);
+    u16(v >> 16);
+  }
+  void text(std::string_view s) { out.insert(out.end(), s.begin(), s.end()); }
+};
+
+//! Little-endian fields read from a file's bytes; every read is bounds-checked against the file,
+//! and a short read names the structure that was cut off.
+struct zip_reader {
+  std::span<const unsigned char> bytes;
+  std::string_view where;
+  void need(std::size_t at, std::size_t n, std::string_view what) const {
+    if (at > bytes.size() || n > bytes.size() - at)
+      fail(where, what,
+           std::to_string(n) + " bytes at offset " + std::to_string(at),
+           "a file of " + std::to_string(bytes.size()) + " bytes (truncated)");
+  }
+  std::uint64_t le(std::size_t at, std::size_t n) const {
+    std::uint64_t v = 0;
+    for (std::size_t i = n; i-- > 0;) v = v << 8 | bytes[at + i];
+    return v;
+  }
+  std::uint32_t u16(std::size_t at) const { return std::uint32_t(le(at, 2)); }
+  std::uint32_t u32(std::size_t at) const { return std::uint32_t(le(at, 4)); }
+  std::uint64_t u64(std::size_t at) const { return le(at, 8); }
+};
+
+//! Where the central directory is and how many entries it has, from the end records.
+struct zip_directory {
+  std::uint64_t entries = 0, offset = 0, size = 0;
+};
+
+inline zip_directory find_zip_directory(const zip_reader& r) {
+  const std::size_t n = r.bytes.size();
+  if (n < zip_end_size)
+    fail(r.where, "end of central directory", "a ZIP archive (numpy.savez) of at least 22 bytes",
+         std::to_string(n) + " bytes");
+  // The end record is the last 22 bytes plus a comment of at most 65535 bytes.
+  const std::size_t lowest = n - zip_end_size - std::min<std::size_t>(n - zip_end_size, 0xffff);
+  std::size_t at = n - zip_end_size + 1;
+  bool found = false;
+  while (at-- > lowest) {
+    if (r.u32(at) == zip_end_signature && at + zip_end_size + r.u16(at + 20) == n) {
+      found = true;
+      break;
+    }
+  }
+  if (!found)
+    fail(r.where, "end of central directory", "a ZIP archive (numpy.savez)",
+         "no end record (not a ZIP file, or truncated)");
+  if (r.u16(at + 4) != 0 || r.u16(at + 6) != 0)
+    fail(r.where, "disk number", "a single-file archive", "a multi-volume one");
+  zip_directory d{r.u16(at + 10), r.u32(at + 16), r.u32(at + 12)};
+  if (d.entries == 0xffff || d.offset == 0xffffffff || d.size == 0xffffffff) {
+    // ZIP64: a locator just before the end record points at the ZIP64 end record.
+    if (at < 20 || r.u32(at - 20) != zip64_locator_signature)
+      fail(r.where, "ZIP64 end locator", "one before the end record", "none");
+    const std::uint64_t end64 = r.u64(at - 20 + 8);
+    if (end64 > n) fail(r.where, "ZIP64 end record", "an offset inside the file", "past its end");
+    r.need(std::size_t(end64), 56, "ZIP64 end record");
+    if (r.u32(std::size_t(end64)) != zip64_end_signature)
+      fail(r.where, "ZIP64 end record", "its signature", "other bytes");
+    d = {r.u64(std::size_t(end64) + 32), r.u64(std::size_t(end64) + 48),
+         r.u64(std::size_t(end64) + 40)};
+  }
+  if (d.offset > n || d.size > n - d.offset)
+    fail(r.where, "central directory",
+         "inside the file (" + std::to_string(n) + " bytes)",
+         std::to_string(d.size) + " bytes at offset " + std::to_string(d.offset));
+  return d;
+}
+
+}  // namespace detail
+
+//! Writes `members` as an uncompressed ZIP archive (numpy.savez's format) to `path`, through a
+//! temporary file renamed over it: a failure leaves no half-written `path`.
+inline void save_npz(const std::filesystem::path& path, std::span<const npz_member> members) {
+  const std::string where = path.string();
+  std::vector<unsigned char> out, directory;
+  detail::zip_writer file{out}, dir{directory};
+  // 1980-01-01 00:00 (the earliest DOS date): a fixed time keeps equal models' files identical.
+  constexpr std::uint32_t dos_time = 0, dos_date = (0 << 9) | (1 << 5) | 1;
+  for (const npz_member& m : members) {
+    if (m.name.empty() || m.name.size() > 0xffff)
+      fail(where, "member name", "1 to 65535 bytes", std::to_string(m.name.size()) + " bytes");
+    if (m.bytes.size() >= 0xffffffffu || out.size() >= 0xffffffffu)
+      fail(where, m.name, "a member and an archive under 4 GiB (no ZIP64)",
+           std::to_string(m.bytes.size()) + " bytes");
+    const std::uint32_t crc = dafuse::detail::crc32(m.bytes.data(), m.bytes.size());
+    const auto size = std::uint32_t(m.bytes.size());
+    const auto offset = std::uint32_t(out.size());
+    const auto common = [&](detail::zip_writer& w) {
+      w.u16(20);  // version needed to extract: 2.0
+      w.u16(0);   // flags
+      w.u16(0);   // method: stored
+      w.u16(dos_time);
+      w.u16(dos_date);
+      w.u32(crc);
+      w.u32(size);  // compressed size
+      w.u32(size);  // uncompressed size
+      w.u16(std::uint32_t(m.name.size()));
+      w.u16(0);  // extra field length
+    };
+    file.u32(detail::zip_local_signature);
+    common(file);
+    file.text(m.name);
+    out.insert(out.end(), m.bytes.begin(), m.bytes.end());
+
+    dir.u32(detail::zip_central_signature);
+    dir.u16(20);  // made by: 2.0, MS-DOS attributes
+    common(dir);
+    dir.u16(0);  // comment length
+    dir.u16(0);  // disk number
+    dir.u16(0);  // internal attributes
+    dir.u32(0);  // external attributes
+    dir.u32(offset);
+    dir.text(m.name);
+  }
+  if (members.size() >= 0xffff || out.size() + directory.size() >= 0xffffffffu)
+    fail(where, "members", "fewer than 65535 and under 4 GiB in all (no ZIP64)",
+         std::to_string(members.size()));
+  const auto directory_offset = std::uint32_t(out.size());
+  out.insert(out.end(), directory.begin(), directory.end());
+  file.u32(detail::zip_end_signature);
+  file.u16(0);  // this disk
+  file.u16(0);  // disk of the central directory
+  file.u16(std::uint32_t(members.size()));
+  file.u16(std::uint32_t(members.size()));
+  file.u32(std::uint32_t(directory.size()));
+  file.u32(directory_offset);
+  file.u16(0);  // comment length
+  detail::write_file_atomically(path, out);
+}
+
+//! Every member of the ZIP archive at `path`, in directory order, each checked against its
+//! CRC-32. Fails, naming the file and the member, on anything it cannot read exactly.
+inline std::vector<npz_member> load_npz(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  const std::vector<unsigned char> bytes = detail::read_file(path, where);
+  const detail::zip_reader r{bytes, where};
+  const detail::zip_directory d = detail::find_zip_directory(r);
+  std::vector<npz_member> members;
+  std::size_t at = std::size_t(d.offset);
+  const std::size_t directory_end = std::size_t(d.offset + d.size);
+  for (std::uint64_t e = 0; e < d.entries; ++e) {
+    r.need(at, detail::zip_central_size, "central directory entry " + std::to_string(e));
+    if (at + detail::zip_central_size > directory_end ||
+        r.u32(at) != detail::zip_central_signature)
+      fail(where, "central directory entry " + std::to_string(e), "its signature", "other bytes");
+    const std::uint32_t flags = r.u16(at + 8), method = r.u16(at + 10), crc = r.u32(at + 16);
+    std::uint64_t packed = r.u32(at + 20), size = r.u32(at + 24);
+    const std::size_t name_length = r.u16(at + 28), extra_length = r.u16(at + 30),
+                      comment_length = r.u16(at + 32);
+    std::uint64_t local = r.u32(at + 42);
+    r.need(at + detail::zip_central_size, name_length + extra_length + comment_length,
+           "central directory entry " + std::to_string(e));
+    std::string name(reinterpret_cast<const char*>(bytes.data()) + at + detail::zip_central_size,
+                     name_length);
+    const std::string member = where + ": " + name;
+    // A ZIP64 extra field (id 1) holds, in this order, whichever of the sizes and the offset
+    // read as 0xffffffff above.
+    for (std::size_t x = at + detail::zip_central_size + name_length,
+                     x_end = x + extra_length;
+         x + 4 <= x_end;) {
+      const std::uint32_t id = r.u16(x), length = r.u16(x + 2);
+      if (x + 4 + length > x_end) fail(member, "extra field", "inside its entry", "past its end");
+      if (id == 1) {
+        std::size_t f = x + 4;
+        const auto next = [&](std::uint64_t& v) {
+          if (v != 0xffffffff) return;
+          if (f + 8 > x + 4 + length)
+            fail(member, "ZIP64 extra field", "8 more bytes", "the end of the field");
+          v = r.u64(f);
+          f += 8;
+        };
+        next(size);
+        next(packed);
+        next(local);
+      }
+      x += 4 + length;
+    }
+    if (flags & 1) fail(member, "flags", "an unencrypted member", "an encrypted one");
+    if (method != 0)
+      fail(member, "compression method",
+           "0 (stored, as numpy.savez writes; dafuse does not read numpy.savez_compressed)",
+           std::to_string(method));
+    if (packed != size)
+      fail(member, "compressed size", "the uncompressed size " + std::to_string(size),
+           std::to_string(packed));
+    if (local > bytes.size()) fail(member, "local header offset", "inside the file", "past it");
+    r.need(std::size_t(local), detail::zip_local_size, member + ": local header");
+    if (r.u32(std::size_t(local)) != detail::zip_local_signature)
+      fail(member, "local header", "its signature", "other bytes");
+    const std::size_t data = std::size_t(local) + detail::zip_local_size +
+                             r.u16(std::size_t(local) + 26) + r.u16(std::size_t(local) + 28);
+    if (size > bytes.size()) fail(member, "size", "inside the file", std::to_string(size));
+    r.need(data, std::size_t(size), member + ": data");
+    npz_member m{std::move(name),
+                 std::vector<unsigned char>(bytes.begin() + std::ptrdiff_t(data),
+                                            bytes.begin() + std::ptrdiff_t(data + size))};
+    if (const std::uint32_t actual = dafuse::detail::crc32(m.bytes.data(), m.bytes.size()); actual != crc)
+      fail(member, "CRC-32", std::to_string(crc) + " as stored",
+           std::to_string(actual) + " (the member is corrupted)");
+    members.push_back(std::move(m));
+    at += detail::zip_central_size + name_length + extra_length + comment_length;
+  }
+  return members;
+}
+
+//! The member called `name` of `members`, or nullptr.
+inline const npz_member* find_member(std::span<const npz_member> members, std::string_view name) {
+  for (const npz_member& m : members)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+}  // namespace dafuse::data

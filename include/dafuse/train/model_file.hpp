@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file train/model_file.hpp
+//! @brief Model files: a network's weights by module and layer name, in one NumPy `.npz`.
+//!
+//! A model file holds what a trained network is, not how it was trained: no optimizer state,
+//! step index or loader position (those are a checkpoint's, train/checkpoint.hpp). Any step or
+//! model of the same network reads it, whatever its policies or precision. Members (numpy.savez
+//! layout, so `numpy.load` opens it):
+//!
+//!     features.<i>.weight.npy       float32 [out, in]   layer i of G_f (torch.nn.Linear's layout)
+//!     features.<i>.bias.npy         float32 [out]
+//!     classifier.<i>.weight.npy, classifier.<i>.bias.npy        G_y
+//!     discriminator.<i>.weight.npy, discriminator.<i>.bias.npy  G_d
+//!     architecture.json             the layers' widths and activations, and the input form
+//!
+//! Loading checks everything before it writes anything: each member's CRC-32, dtype and shape,
+//! the architecture (when the file has one: a file written elsewhere may carry the arrays
+//! alone) and that no layer is missing or extra. tools/check_model_export.py loads a model file
+//! into the equivalent PyTorch module and checks that both predict the same classes.
+#pragma once
+#include <dafuse/config.hpp>
+#include <dafuse/core/error.hpp>
+#include <dafuse/core/meta.hpp>
+#include <dafuse/data/npy.hpp>
+#include <dafuse/data/npz.hpp>
+#include <dafuse/nn/activation.hpp>
+#include <dafuse/nn/dann_net.hpp>
+#include <dafuse/step/model.hpp>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <concepts>
+#include <cstddef>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace dafuse {
+
+//! Version of the model file's layout, in its architecture.json ("format_version").
+inline constexpr int model_file_version = 1;
+
+namespace detail {
+
+//! An activation as the architecture names it; PyTorch's name where it has one.
+template <auto Act>
+std::string activation_json() {
+  using A = std::remove_cvref_t<decltype(Act)>;
+  if constexpr (std::is_same_v<A, nn::identity_t>) {
+    return "\"identity\"";
+  } else if constexpr (std::is_same_v<A, nn::relu_t>) {
+    return "\"relu\"";
+  } else if constexpr (std::is_same_v<A, nn::leaky_relu_t>) {
+    char slope[32];
+    const auto r = std::to_chars(slope, slope + sizeof slope, Act.negative_slope);
+    return "{\"leaky_relu\": " + std::string(slope, r.ptr) + "}";
+  } else if constexpr (std::is_same_v<A, nn::sigmoid_t>) {
+    return "\"sigmoid\"";
+  } else if constexpr (std::is_same_v<A, nn::tanh_t>) {
+    return "\"tanh\"";
+  } else {
+    return "\"custom\"";  // a user's own activation: no equivalent elsewhere is known
+  }
+}
+
+//! The three modules' names in a model file, in buffer order.
+inline constexpr std::array<std::pair<nn::dann_module, std::string_view>, 3> model_modules{{
+    {nn::dann_module::features, "features"},
+    {nn::dann_module::classifier, "classifier"},
+    {nn::dann_module::discriminator, "discriminator"},
+}};
+
+template <class Stack>
+std::string stack_json() {
+  std::string s = "[";
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((s += (I ? ", " : "") + std::string("{\"in\": ") +
+           std::to_string(Stack::template layer<I>::in) + ", \"out\": " +
+           std::to_string(Stack::template layer<I>::out) + ", \"activation\": " +
+           activation_json<Stack::template layer<I>::act>() + "}"),
+     ...);
+  }(std::make_index_sequence<Stack::depth>{});
+  return s + "]";
+}
+
+template <class Net, std::size_t M, class F, std::size_t... I>
+void for_each_layer_of_module(F& f, std::index_sequence<I...>) {
+  constexpr nn::dann_module module = model_modules[M].first;
+  using stack = typename Net::template stack<module>;
+  (f.template operator()<stack, I>(model_modules[M].second, Net::template offset<module>), ...);
+}
+template <class Net, class F, std::size_t... M>
+void for_each_module(F& f, std::index_sequence<M...>) {
+  (for_each_layer_of_module<Net, M>(
+       f, std::make_index_sequence<Net::template stack<model_modules[M].first>::depth>{}),
+   ...);
+}
+//! Calls f.operator()<Stack, I>(module name, module offset) for every layer I of every module, in
+//! buffer order.
+template <class Net, class F>
+void for_each_model_layer(F&& f) {
+  for_each_module<Net>(f, std::make_index_sequence<model_modules.size()>{});
+}
+
+inline std::string layer_member(std::string_view module, std::size_t i, std::string_view what) {
+  return std::string(module) + "." + std::to_string(i) + "." + std::string(what) + ".npy";
+}
+
+}  // namespace detail
+
+//! The architecture.json a model file of `Net` carries (one line): what a loader checks and what
+//! tools/check_model_export.py builds the PyTorch module from.
+template <class Net>
+std::string model_architecture() {
+  return std::string("{\"format\": \"dafuse-model\", \"format_version\": ") +
+         std::to_string(model_file_version) +
+         ", \"input\": {\"width\": " + std::to_string(Net::input_width) +
+         ", \"sparse\": " + (Net::sparse_input ? "true" : "false") + "}, \"modules\": {" +
+         "\"features\": " + detail::stack_json<typename Net::feature_stack>() +
+         ", \"classifier\": " + detail::stack_json<typename Net::classifier_stack>() +
+         ", \"discriminator\": " + detail::stack_json<typename Net::discriminator_stack>() +
+         "}}";
+}
+
+//! Writes `m`'s weights to `path` as a model file (through a temporary file renamed over it).
+template <class Net>
+void save_model(const std::filesystem::path& path, const model<Net>& m) {
+  const std::string where = path.string();
+  const std::span<const float> p = m.parameters();
+  std::vector<data::npz_member> members;
+  detail::for_each_model_layer<Net>([&]<class Stack, std::size_t I>(std::string_view module,
+                                                                    index_t offset) {
+    using L = typename Stack::template layer<I>;
+    const float* w = p.data() + offset + Stack::template param_offset<I>();
+    // Column-major [out, in] is row-major [in, out]: transpose into torch's row-major [out, in].
+    std::vector<float> weight(static_cast<std::size_t>(L::weight_count));
+    for (index_t o = 0; o < L::out; ++o)
+      for (index_t i = 0; i < L::in; ++i) weight[std::size_t(o * L::in + i)] = w[o + i * L::out];
+    members.push_back({detail::layer_member(module, I, "weight"),
+                       data::npy_bytes<float>({std::size_t(L::out), std::size_t(L::in)},
+                                              std::span<const float>(weight), where)});
+    members.push_back(
+        {detail::layer_member(module, I, "bias"),
+         data::npy_bytes<float>({std::size_t(L::out)},
+                                std::span<const float>(w + L::weight_count, std::size_t(L::out)),
+                                where)});
+  });
+  const std::string architecture = model_architecture<Net>();
+  members.push_back({"architecture.json", {architecture.begin(), architecture.end()}});
+  data::save_npz(path, members);
+}
+
+//! Writes the weights of `step` (a train_step or eager_step) as a model file.
+template <class Step>
+  requires requires { typename Step::net_type; }
+void save_model(const std::filesystem::path& path, const Step& step) {
+  save_model(path, model_of(step));
+}
+
+//! Reads the model file at `path` into a model of `Net`. Fails, naming the file, the member and
+//! what was expected, if the file is not a model of exactly this network.
+template <class Net>
+model<Net> load_model(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  const std::vector<data::npz_member> members = data::load_npz(path);
+  if (const data::npz_member* a = data::find_member(members, "architecture.json")) {
+    const std::string expected = model_architecture<Net>();
+    const std::string_view found(reinterpret_cast<const char*>(a->bytes.data()), a->bytes.size());
+    if (found != expected)
+      fail(where + ": architecture.json", "network", expected,
+           std::string(data::detail::quoted_bytes(found, '`')));
+  }
+  model<Net> m;
+  const std::span<float> p = m.parameters();
+  std::vector<std::string> known{"architecture.json"};
+  detail::for_each_model_layer<Net>([&]<class Stack, std::size_t I>(std::string_view module,
+                                                                    index_t offset) {
+    using L = typename Stack::template layer<I>;
+    float* w = p.data() + offset + Stack::template param_offset<I>();
+    const auto read = [&](std::string_view what, std::vector<std::size_t> shape) {
+      const std::string name = detail::layer_member(module, I, what);
+      known.push_back(name);
+      const data::npz_member* found = data::find_member(members, name);
+      if (!found) {
+        std::string has;
+        for (const data::npz_member& e : members) has += (has.empty() ? "" : ", ") + e.name;
+        fail(where, name,
+             "a member holding layer " + std::to_string(I) + " of " + std::string(module) +
+                 " (float32 " + data::detail::shape_text(shape) + ")",
+             "none; the file has " + (has.empty() ? std::string("no members") : has));
+      }
+      data::host_array<float> a = data::parse_npy<float>(found->bytes, where + ": " + name);
+      if (a.shape != shape)
+        fail(where + ": " + name, "shape", data::detail::shape_text(shape),
+             data::detail::shape_text(a.shape));
+      return a.values;
+    };
+    const std::vector<float> weight = read("weight", {std::size_t(L::out), std::size_t(L::in)});
+    const std::vector<float> bias = read("bias", {std::size_t(L::out)});
+    for (index_t o = 0; o < L::out; ++o)
+      for (index_t i = 0; i < L::in; ++i) w[o + i * L::out] = weight[std::size_t(o * L::in + i)];
+    std::copy(bias.begin(), bias.end(), w + L::weight_count);
+  });
+  for (const data::npz_member& e : members) {
+    const bool layer_like = e.name.starts_with("features.") || e.name.starts_with("classifier.") ||
+                            e.name.starts_with("discriminator.");
+    if (layer_like && std::find(known.begin(), known.end(), e.name) == known.end())
+      fail(where, e.name, "no member beyond the network's layers (a different depth?)",
+           "this one");
+  }
+  return m;
+}
+
+//! Reads the model file at `path` into `step`'s parameters (converted to its value type), for
+//! evaluation or fine-tuning; its optimizer state and step index stay as they were. On failure
+//! the step is unchanged.
+template <class Step>
+  requires requires { typename Step::net_type; }
+void load_model(const std::filesystem::path& path, Step& step) {
+  const model<typename Step::net_type> m = load_model<typename Step::net_type>(path);
+  const std::span<const float> from = m.parameters();
+  const auto to = step.parameters();
+  using T = typename decltype(to)::value_type;
+  std::transform(from.begin(), from.end(), to.begin(), [](float v) { return T(v); });
+}
+
+}  // namespace dafuse

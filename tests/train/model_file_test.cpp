@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tests for train/model_file.hpp: a trained step's weights survive save and load exactly, load
+// into a step of other policies and into a model, and every file of another network is refused
+// with the target left as it was.
+#include <dafuse/train/model_file.hpp>
+
+#include "../check.hpp"
+
+#include <dafuse/data/dataset.hpp>
+#include <dafuse/head/dann.hpp>
+#include <dafuse/step/train_step.hpp>
+#include <dafuse/train/fit.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace df = dafuse;
+namespace fs = std::filesystem;
+
+namespace {
+using net = df::nn::dann_net<df::nn::mlp<3, 16, df::nn::tanh>,
+                             df::nn::linear<16, 2>,
+                             df::nn::mlp<16, 8, 1, df::nn::leaky_relu_t{0.2f}>>;
+using wider_net = df::nn::dann_net<df::nn::mlp<3, 17, df::nn::tanh>,
+                                   df::nn::linear<17, 2>,
+                                   df::nn::mlp<17, 8, 1, df::nn::leaky_relu_t{0.2f}>>;
+template <class Optim>
+using step_t = df::train_step<net, df::loader::sync, df::precision::fp32, df::clip::none,
+                              df::head::dann<df::schedule::ganin>, Optim>;
+
+const df::fit_args args{.steps = 30, .batch = 8, .lr = 0.05f, .momentum = 0.9f, .seed = 5};
+
+df::data::dataset blobs(df::data::domain side, df::index_t rows) {
+  df::counter_rng rng(3, df::rng_stream::synthetic_data, std::uint32_t(side));
+  df::data::host_array<float> x{{std::size_t(rows), 3}, std::vector<float>(std::size_t(rows * 3))};
+  std::vector<std::int32_t> y(static_cast<std::size_t>(rows));
+  for (df::index_t i = 0; i < rows; ++i) {
+    y[std::size_t(i)] = std::int32_t(i % 2);
+    for (df::index_t k = 0; k < 3; ++k)
+      x.values[std::size_t(i * 3 + k)] = rng.normal<float>() + (k == 0 ? 2.f * float(i % 2) : 0.f);
+  }
+  return df::data::make_dataset(side == df::data::domain::source ? "source" : "target", side,
+                                std::move(x), std::move(y));
+}
+
+const df::data::dataset source = blobs(df::data::domain::source, 60);
+const df::data::dataset target = blobs(df::data::domain::target, 60);
+
+std::vector<std::int32_t> classes_of(auto& predictor) {
+  std::vector<std::int32_t> c(std::size_t(source.rows));
+  predictor.predict(source.features.data(), source.rows, c.data());
+  return c;
+}
+
+// The archive at `path` with its members filtered and edited by `edit`, written to `to`.
+template <class Edit>
+void rewrite(const fs::path& path, const fs::path& to, Edit edit) {
+  std::vector<df::data::npz_member> m = df::data::load_npz(path);
+  edit(m);
+  df::data::save_npz(to, m);
+}
+
+}  // namespace
+
+TEST_CASE("model file: a trained step's weights survive save and load exactly") {
+  const df::test::temp_dir tmp("model_file_round_trip");
+  step_t<df::optim::sgd> step(args);
+  (void)df::fit(step, source, target);
+  const fs::path path = tmp / "model.npz";
+  df::save_model(path, step);
+  CHECK_FALSE(fs::exists(fs::path(path.string() + ".tmp")));
+
+  const df::model<net> m = df::load_model<net>(path);
+  const auto trained = step.parameters();
+  CHECK(std::equal(trained.begin(), trained.end(), m.parameters().begin()));
+  CHECK(classes_of(m) == classes_of(step));
+
+  SUBCASE("into a step of other policies, whose other state it leaves alone") {
+    step_t<df::optim::adam> other(args);
+    (void)df::fit(other, source, target);
+    const std::vector<float> state(other.optimizer_state().begin(),
+                                   other.optimizer_state().end());
+    df::load_model(path, other);
+    CHECK(std::equal(trained.begin(), trained.end(), other.parameters().begin()));
+    CHECK(classes_of(other) == classes_of(step));
+    CHECK(std::equal(state.begin(), state.end(), other.optimizer_state().begin()));
+  }
+  SUBCASE("the members numpy and PyTorch read: names, shapes, architecture") {
+    const std::vector<df::data::npz_member> members = df::data::load_npz(path);
+    std::vector<std::string> names;
+    for (const auto& e : members) names.push_back(e.name);
+    CHECK(names == std::vector<std::string>{"features.0.weight.npy", "features.0.bias.npy",
+                                            "classifier.0.weight.npy", "classifier.0.bias.npy",
+                                            "discriminator.0.weight.npy",
+                                            "discriminator.0.bias.npy",
+                                            "discriminator.1.weight.npy",
+                                            "discriminator.1.bias.npy", "architecture.json"});
+    const auto w = df::data::parse_npy<float>(members[0].bytes, "w");
+    CHECK(w.shape == std::vector<std::size_t>{16, 3});
+    // Row-major [out, in]: element (o, i) of the step's column-major W.
+    CHECK(w.values[5 * 3 + 2] == trained[5 + 2 * 16]);
+    CHECK(df::model_architecture<net>() ==
+          R"({"format": "dafuse-model", "format_version": 1, "input": {"width": 3, "sparse": )"
+          R"(false}, "modules": {"features": [{"in": 3, "out": 16, "activation": "tanh"}], )"
+          R"("classifier": [{"in": 16, "out": 2, "activation": "identity"}], "discriminator": )"
+          R"([{"in": 16, "out": 8, "activation": {"leaky_relu": 0.2}}, {"in": 8, "out": 1, )"
+          R"("activation": "identity"}]}})");
+  }
+  SUBCASE("a file without architecture.json loads by its arrays") {
+    rewrite(path, tmp / "bare.npz", [](auto& m) { m.pop_back(); });
+    CHECK(df::load_model<net>(tmp / "bare.npz").parameters()[7] == trained[7]);
+  }
+}
+
+TEST_CASE("model file: a file of another network is refused, the target unchanged") {
+  const df::test::temp_dir tmp("model_file_errors");
+  step_t<df::optim::sgd> step(args);
+  const fs::path path = tmp / "model.npz", bad = tmp / "bad.npz";
+  df::save_model(path, step);
+  df::save_model(tmp / "wider.npz", df::model<wider_net>());
+  const std::vector<float> before(step.parameters().begin(), step.parameters().end());
+  const auto refused = [&](const fs::path& p) {
+    const std::string e = df::test::error_message([&] { df::load_model(p, step); });
+    CHECK(std::equal(before.begin(), before.end(), step.parameters().begin()));
+    return e;
+  };
+
+  SUBCASE("another architecture") {
+    const std::string e = refused(tmp / "wider.npz");
+    CHECK(e.find("dafuse: " + (tmp / "wider.npz").string() +
+                 ": architecture.json: network: expected {\"format\": \"dafuse-model\"") == 0);
+    CHECK(e.find("found `{") != std::string::npos);
+    CHECK(e.find("\"out\": 17") != std::string::npos);
+  }
+  SUBCASE("without its architecture, a wrong shape") {
+    rewrite(tmp / "wider.npz", bad, [](auto& m) { m.pop_back(); });
+    CHECK(refused(bad) == "dafuse: " + bad.string() +
+                              ": features.0.weight.npy: shape: expected (16, 3), found (17, 3)");
+  }
+  SUBCASE("a missing layer") {
+    rewrite(path, bad, [](auto& m) { m.erase(m.begin() + 3); });
+    const std::string e = refused(bad);
+    CHECK(e.find("dafuse: " + bad.string() +
+                 ": classifier.0.bias.npy: expected a member holding layer 0 of classifier "
+                 "(float32 (2,)), found none; the file has features.0.weight.npy, ") == 0);
+  }
+  SUBCASE("an extra layer") {
+    rewrite(path, bad, [](auto& m) {
+      m.insert(m.begin(), df::data::npz_member{"features.1.weight.npy", m[0].bytes});
+      m.pop_back();
+    });
+    CHECK(refused(bad) == "dafuse: " + bad.string() +
+                              ": features.1.weight.npy: expected no member beyond the network's "
+                              "layers (a different depth?), found this one");
+  }
+  SUBCASE("another dtype") {
+    rewrite(path, bad, [](auto& m) {
+      const std::vector<std::int32_t> b(2, 1);
+      m[3].bytes = df::data::npy_bytes<std::int32_t>({2}, std::span<const std::int32_t>(b), "b");
+      m.pop_back();
+    });
+    CHECK(refused(bad) == "dafuse: " + bad.string() +
+                              ": classifier.0.bias.npy: descr: expected '<f4' (float32), found "
+                              "'<i4' (int32)");
+  }
+  SUBCASE("not a model file") {
+    CHECK(refused(tmp / "absent.npz").find((tmp / "absent.npz").string()) != std::string::npos);
+  }
+}
