@@ -4,7 +4,9 @@
 
 #include <dafuse/core/error.hpp>
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #if defined(_OPENMP)
@@ -12,11 +14,14 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <future>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -135,6 +140,67 @@ class temp_dir {
  private:
   std::filesystem::path dir_;
 };
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DAFUSE_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define DAFUSE_TEST_SANITIZED 1
+#endif
+#endif
+#if !defined(DAFUSE_TEST_SANITIZED)
+#define DAFUSE_TEST_SANITIZED 0
+#endif
+
+//! Measures how far this process's resident memory rises above where it was when constructed:
+//! the kernel's peak (VmHWM) is reset through /proc/self/clear_refs, so a reader's peak use is
+//! seen even after it has freed its memory. `usable()` is false where Linux does not allow it.
+//! Sanitizers' allocators keep shadow memory and quarantines: tests skip their bounds there.
+class peak_memory {
+ public:
+  peak_memory() {
+    std::ofstream clear("/proc/self/clear_refs");
+    clear << "5";
+    clear.close();
+    usable_ = !DAFUSE_TEST_SANITIZED && clear.good() && status_kib("VmRSS:") > 0;
+    start_ = status_kib("VmRSS:");
+  }
+  bool usable() const { return usable_; }
+  //! Bytes the peak rose above the start.
+  double growth_bytes() const { return 1024.0 * double(status_kib("VmHWM:") - start_); }
+
+ private:
+  static long status_kib(std::string_view key) {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.compare(0, key.size(), key) == 0) return std::atol(line.c_str() + key.size());
+    return -1;
+  }
+  bool usable_ = false;
+  long start_ = 0;
+};
+
+//! Runs `f` on a thread of its own and waits at most `seconds` for it. A reader that blocks on
+//! the FIFO at `fifo` (opened for reading with no writer) is released by opening the FIFO for
+//! writing, so a failing test ends instead of hanging; returns whether `f` finished in time.
+template <class F>
+bool finishes_within(double seconds, const std::filesystem::path& fifo, F f) {
+  std::future<void> done = std::async(std::launch::async, f);
+  if (done.wait_for(std::chrono::duration<double>(seconds)) == std::future_status::ready) {
+    done.get();
+    return true;
+  }
+  const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);  // unblocks a reader's open()
+  if (fd >= 0) ::close(fd);
+  done.wait();
+  return false;
+}
+
+//! Creates a FIFO (named pipe) at `path` with no writer.
+inline void make_fifo(const std::filesystem::path& path) {
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+}
 
 //! `count` zeroed values of T that end exactly where a page no access is allowed to begins, so a
 //! read or write one past the end faults. AddressSanitizer does not check AVX-512's masked loads

@@ -31,11 +31,19 @@ long to_long(std::string_view option, const std::string& text, long least) {
   return v;
 }
 
-double to_double(std::string_view option, const std::string& text) {
+//! Which numbers an option takes besides finite ones.
+enum class sign { any, non_negative, positive };
+
+double to_double(std::string_view option, const std::string& text, sign s = sign::any) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !std::isfinite(v))
-    throw usage_error(std::string(option) + ": expected a finite number, found '" + text + "'");
+  const bool in_range = s == sign::any || (s == sign::non_negative ? v >= 0 : v > 0);
+  if (text.empty() || *end != '\0' || !std::isfinite(v) || !in_range)
+    throw usage_error(std::string(option) + ": expected a finite number" +
+                      (s == sign::positive       ? " > 0"
+                       : s == sign::non_negative ? " >= 0"
+                                                 : "") +
+                      ", found '" + text + "'");
   return v;
 }
 
@@ -100,13 +108,13 @@ config parse(int argc, char** argv) {
     else if (arg == "--batch")
       c.batch = to_long(arg, value, 1);
     else if (arg == "--lr")
-      c.lr = to_double(arg, value);
+      c.lr = to_double(arg, value, sign::positive);
     else if (arg == "--momentum")
-      c.momentum = to_double(arg, value);
+      c.momentum = to_double(arg, value, sign::non_negative);
     else if (arg == "--lambda-max")
-      c.lambda_max = to_double(arg, value);
+      c.lambda_max = to_double(arg, value, sign::non_negative);
     else if (arg == "--max-grad-norm")
-      c.max_grad_norm = to_double(arg, value);
+      c.max_grad_norm = to_double(arg, value, sign::positive);
     else if (arg == "--seed")
       c.seed = std::uint64_t(to_long(arg, value, 0));
     else if (arg == "--eval-every")
@@ -180,7 +188,7 @@ Data
   --preprocess A[,B]    transforms in order: none, standardize, l2, log1p, binarize
                         (dense: standardize is fitted on the source; CSR: l2, log1p, binarize)
 
-Training (0 or absent: the model's defaults, shown by --list)
+Training (absent: the model's defaults, shown by --list; lr > 0, momentum, lambda >= 0)
   --steps N  --batch B  --lr X  --momentum X  --lambda-max X  --max-grad-norm X  --seed S
   --threads N           OpenMP threads
 

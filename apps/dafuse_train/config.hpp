@@ -4,6 +4,7 @@
 #include <dafuse/select/validator.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -25,7 +26,10 @@ struct config {
   std::string target_test, target_test_labels;
   std::vector<std::string> preprocess;  //!< transforms in order (--preprocess a,b)
   long steps = 0, batch = 0;            //!< 0: the model's default
-  double lr = 0, momentum = -1, lambda_max = -1, max_grad_norm = 1;  //!< <0 / 0: the default
+  //! Absent: the model's default. Given values are checked (lr > 0, momentum and λ_max >= 0),
+  //! never silently replaced.
+  std::optional<double> lr, momentum, lambda_max;
+  double max_grad_norm = 1;
   std::uint64_t seed = 1;
   long eval_every = 0;
   double validation_fraction = 0.1;
@@ -45,6 +49,13 @@ struct config {
   bool quiet = false;    //!< no progress output
   bool help = false, list = false;
 };
+
+//! What the program is doing ("loading --source"), for the message when memory runs out: an
+//! allocation that fails deep inside names nothing, so main names the step it was in.
+inline std::string& activity() {
+  static std::string now = "starting";
+  return now;
+}
 
 //! Parses argv; throws usage_error for an unknown option, a missing value or a bad number.
 config parse(int argc, char** argv);

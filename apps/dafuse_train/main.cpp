@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // dafuse-train: trains a registry model on NPY data from the command line (--help).
-// Exit status: 0 done, 1 a run-time error (bad data, I/O), 2 a bad command line.
+// Exit status: 0 done, 1 a run-time error (bad data, I/O, memory), 2 a bad command line, 3 a
+// run that diverged.
 #include "config.hpp"
 #include "registry.hpp"
 
 #include <dafuse/core/error.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
 
 namespace {
@@ -22,6 +25,9 @@ void list_models() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file size limit (ulimit -f) then makes a write fail with EFBIG, which is reported and
+  // leaves the old file, instead of killing the program in the middle of a save.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     const dafuse_train::config c = dafuse_train::parse(argc, argv);
     if (c.help) {
@@ -43,6 +49,10 @@ int main(int argc, char** argv) {
   } catch (const dafuse_train::usage_error& e) {
     std::fprintf(stderr, "dafuse-train: %s\n", e.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "dafuse-train: out of memory while %s\n",
+                 dafuse_train::activity().c_str());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dafuse-train: %s\n", e.what());
     return 1;

@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <string>
@@ -53,15 +52,12 @@ inline df::data::dataset load_dense(const std::string& features,
     throw df::error(features +
                     ": features: expected an NPY file (this model reads dense rows), "
                     "found another path");
+  // Only the header is read here (however long it is): uint8 images are scaled by 1/255.
   const df::data::npy_header h = [&] {
-    std::ifstream in(features, std::ios::binary);
-    std::vector<unsigned char> head(4096);
-    in.read(reinterpret_cast<char*>(head.data()), std::streamsize(head.size()));
-    head.resize(std::size_t(in.gcount()));
     try {
-      return df::data::parse_npy_header(head, features);
+      return df::data::read_npy_header(features);
     } catch (const df::error&) {
-      return df::data::npy_header{};  // load_dataset reports it with the whole file
+      return df::data::npy_header{};  // load_dataset reports it
     }
   }();
   if (h.type == df::data::dtype::uint8 && (h.shape.size() == 3 || h.shape.size() == 4))
@@ -217,6 +213,14 @@ inline std::vector<std::string> curve_columns() {
   return c;
 }
 
+//! A fraction as a percentage, "n/a" when not measured (NaN).
+inline std::string percent(double v) {
+  if (!std::isfinite(v)) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %%", 100 * v);
+  return buf;
+}
+
 //! Progress output, curve rows and evaluation lines: the run's fit_callback.
 class reporter final : public df::fit_callback {
  public:
@@ -226,9 +230,18 @@ class reporter final : public df::fit_callback {
         curve_every_(c.curve_every > 0 ? c.curve_every : std::max(1L, steps / 500)),
         eval_every_(eval_every),
         terminal_(!c.quiet && ::isatty(STDERR_FILENO)),
+        keep_rows_(!c.curves.empty()),
         curves_(curve_columns()),
         start_(std::chrono::steady_clock::now()) {
-    curves_.reserve(std::size_t(steps / curve_every_ + steps / std::max(1L, eval_every) + 2));
+    // run_model has checked the planned rows fit in memory; the table grows past this.
+    if (keep_rows_)
+      rows_.reserve(std::size_t(std::min(planned_curve_rows(c, steps, eval_every), 1L << 16)));
+  }
+
+  //! Rows the curves will hold: one per curve interval and per evaluation, and the last step.
+  static long planned_curve_rows(const config& c, long steps, long eval_every) {
+    const long every = c.curve_every > 0 ? c.curve_every : std::max(1L, steps / 500);
+    return steps / every + steps / std::max(1L, eval_every) + 2;
   }
 
   void on_step(df::index_t step, const df::step_report& r) override {
@@ -239,7 +252,8 @@ class reporter final : public df::fit_callback {
     sums_[2] += r.domain_accuracy;
     ++count_;
     last_ = r;
-    if (step % curve_every_ == 0 || step == steps_ || (eval_every_ > 0 && step % eval_every_ == 0))
+    if (keep_rows_ && (step % curve_every_ == 0 || step == steps_ ||
+                       (eval_every_ > 0 && step % eval_every_ == 0)))
       add_row(step);
     progress(step);
   }
@@ -247,13 +261,15 @@ class reporter final : public df::fit_callback {
   bool should_stop() override { return config_.stop_after > 0 && rows_step_ >= config_.stop_after; }
 
   void on_evaluation(const df::evaluation& e) override {
-    if (rows_.empty() || rows_.back()[0] != double(e.step)) add_row(e.step);
-    std::vector<double>& row = rows_.back();
-    row[8] = e.source_accuracy;
-    row[9] = e.target_accuracy;
-    std::size_t column = 10;
-    for (const auto v : df::select::all_validators)
-      if (v != df::select::validator::source_accuracy) row[column++] = e.score(v);
+    if (keep_rows_) {
+      if (rows_.empty() || rows_.back()[0] != double(e.step)) add_row(e.step);
+      std::vector<double>& row = rows_.back();
+      row[8] = e.source_accuracy;
+      row[9] = e.target_accuracy;
+      std::size_t column = 10;
+      for (const auto v : df::select::all_validators)
+        if (v != df::select::validator::source_accuracy) row[column++] = e.score(v);
+    }
     if (config_.quiet) return;
     if (terminal_) std::fprintf(stderr, "\r\033[K");
     std::fprintf(stderr, "eval step %6ld: source acc %s, %s %s%s, target acc (oracle) %s\n",
@@ -275,13 +291,6 @@ class reporter final : public df::fit_callback {
   }
 
  private:
-  static std::string percent(double v) {
-    if (!std::isfinite(v)) return "n/a";
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2f %%", 100 * v);
-    return buf;
-  }
-
   void add_row(df::index_t step) {
     if (!rows_.empty() && rows_.back()[0] == double(step)) return;
     std::vector<double> row(curves_.columns().size(), df::training_curves::not_measured);
@@ -341,6 +350,7 @@ class reporter final : public df::fit_callback {
   long steps_, curve_every_, eval_every_;
   long first_step_ = -1;  // the step before the first one this run made (a resumed run's start)
   bool terminal_;
+  bool keep_rows_;  // --curves was given: the rows are kept for it
   df::training_curves curves_;
   std::vector<std::vector<double>> rows_;
   std::array<double, 3> sums_{};
@@ -447,10 +457,9 @@ void write_json(const std::string& path,
          ", \"seconds\": " + number(prof.total_seconds(ph)) + "}";
   }
   j += "}\n}\n";
-  std::ofstream out(path, std::ios::trunc);
-  out << j;
-  out.close();
-  if (!out) throw df::error(path + ": cannot write the JSON report");
+  // Through a temporary file renamed over `path`: a full disk leaves the old report (or none)
+  // and an error with the reason, never an empty or partial file.
+  df::detail::write_file_atomically(path, std::string_view(j));
 }
 
 //! Loads, trains and reports one model of the registry: `Step` is its step type.
@@ -463,6 +472,7 @@ int run_model(const config& c, const model_entry& m) {
   if (c.threads > 0) omp_set_num_threads(int(c.threads));
 #endif
   run_data<Data> d;
+  activity() = "loading the data";
   if constexpr (Step::sparse_input) {
     d.source =
         load_sparse(c.source, c.source_labels, df::data::domain::source, m.input_width, true);
@@ -486,14 +496,15 @@ int run_model(const config& c, const model_entry& m) {
     df::data::check_width(*d.target_test, Step::input_width);
     df::data::check_labels(*d.target_test, Step::class_count);
   }
+  activity() = "preprocessing the data (--preprocess)";
   preprocess(c.preprocess, d);
 
   df::fit_args args;
   args.steps = c.steps > 0 ? c.steps : m.defaults.steps;
   args.batch = c.batch > 0 ? c.batch : m.defaults.batch;
-  args.lr = float(c.lr > 0 ? c.lr : m.defaults.lr);
-  args.momentum = float(c.momentum >= 0 ? c.momentum : m.defaults.momentum);
-  args.lambda_max = float(c.lambda_max >= 0 ? c.lambda_max : m.defaults.lambda_max);
+  args.lr = float(c.lr.value_or(m.defaults.lr));
+  args.momentum = float(c.momentum.value_or(m.defaults.momentum));
+  args.lambda_max = float(c.lambda_max.value_or(m.defaults.lambda_max));
   args.max_grad_norm = float(c.max_grad_norm);
   args.seed = c.seed;
   args.init = df::nn::weight_init::torch_default;
@@ -512,7 +523,24 @@ int run_model(const config& c, const model_entry& m) {
   o.checkpoint_every = c.checkpoint_every;
   o.best_checkpoint = c.best_checkpoint;
   o.resume = c.resume;
+  // The preprocessing changes the data fit sees, and so its fingerprint; naming it first says
+  // why a resume with other --preprocess is refused.
+  std::string steps_text;
+  for (const std::string& p : c.preprocess)
+    if (!p.empty() && p != "none") steps_text.append(steps_text.empty() ? "" : ",").append(p);
+  o.run_settings = {{"--preprocess", steps_text.empty() ? "none" : steps_text}};
   o.profile = &prof;
+  if (!c.curves.empty()) {
+    // Each kept row costs its values and a vector's bookkeeping: refuse a plan that cannot fit
+    // in half the machine's memory instead of failing hours into the run.
+    const long rows = reporter::planned_curve_rows(c, long(args.steps), long(o.eval_every));
+    const double row_bytes = double(curve_columns().size()) * 8 + 64;
+    const auto most = long(double(df::detail::physical_memory_bytes()) / 2 / row_bytes);
+    if (rows > most)
+      throw usage_error("--curve-every: expected at most " + std::to_string(most) +
+                        " curve rows (half this machine's memory), found " + std::to_string(rows) +
+                        " for --steps " + std::to_string(args.steps) + ": raise --curve-every");
+  }
   reporter report(c, long(args.steps), long(o.eval_every));
   o.callbacks = {&report};
 
@@ -538,7 +566,9 @@ int run_model(const config& c, const model_entry& m) {
     if (c.validation_fraction == 0 && !c.selector_given)
       std::fprintf(stderr, "no source rows held out: selecting by entropy (--validator)\n");
   }
+  activity() = "allocating the step for --batch " + std::to_string(args.batch);
   Step step(args);
+  activity() = "training";
   const df::fit_result r = df::fit(step, d.source, d.target, o);
   report.finish();
 
@@ -553,14 +583,15 @@ int run_model(const config& c, const model_entry& m) {
   std::printf("selected by %s (label-free): step %ld, score %s\n",
               std::string(df::select::name(r.selected_by)).c_str(), long(r.best_step),
               number(r.best_score).c_str());
-  if (d.target.has_labels() && r.evaluations.empty())
-    std::printf("target accuracy: last step %.2f %% (no evaluation in this call)\n",
-                100 * r.target_accuracy);
+  if (d.target.has_labels() && r.evaluations.empty() && r.best_step < 0)
+    std::printf("target accuracy: last step %s (no evaluation in this call)\n",
+                percent(r.target_accuracy).c_str());
   else if (d.target.has_labels())
     std::printf(
-        "target accuracy: selected model %.2f %%, last step %.2f %%, oracle best %.2f %% "
+        "target accuracy: selected model %s, last step %s, oracle best %s "
         "(oracle: chosen with target labels)\n",
-        100 * r.selected_target_accuracy, 100 * r.target_accuracy, 100 * r.oracle_target_accuracy);
+        percent(r.selected_target_accuracy).c_str(), percent(r.target_accuracy).c_str(),
+        percent(r.oracle_target_accuracy).c_str());
   if (d.target_test) {
     outcome.target_test_accuracy = df::accuracy(step, *d.target_test);
     std::printf("target test accuracy: %.2f %% on %ld rows (the %s model)\n",
@@ -569,6 +600,7 @@ int run_model(const config& c, const model_entry& m) {
   }
   if (r.stopped_early) std::printf("stopped early at step %ld\n", long(step.step_index()));
   if (c.profile) std::printf("%s", prof.summary().c_str());
+  activity() = "writing the outputs";
   if (!c.trace.empty()) prof.write_chrome_trace(c.trace);
   if (!c.curves.empty()) {
     const df::training_curves& curves = report.curves();

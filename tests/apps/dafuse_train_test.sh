@@ -17,7 +17,8 @@ expect() {
   local status=$1 text=$2
   shift 3
   local out rc
-  out=$("$exe" "$@" 2>&1)
+  # Bounded: a run that blocks (a FIFO read, a lock) fails as status 124 instead of hanging.
+  out=$(timeout 120 "$exe" "$@" 2>&1)
   rc=$?
   if [ "$rc" -ne "$status" ] || ! grep -qF -- "$text" <<<"$out"; then
     echo "FAIL: dafuse-train $*"
@@ -32,7 +33,12 @@ expect 0 "digits-dann-bf16" -- --help
 expect 0 "amazon-source-only" -- --list
 expect 2 "unknown option '--stpes'" -- --stpes 10
 expect 2 "--steps: expected an integer >= 1, found 'ten'" -- --steps ten
-expect 2 "--lr: expected a finite number, found 'nan'" -- --lr nan
+expect 2 "--lr: expected a finite number > 0, found 'nan'" -- --lr nan
+# Negative values are refused, never silently replaced by the model's defaults.
+expect 2 "--lr: expected a finite number > 0, found '-0.1'" -- --lr -0.1
+expect 2 "--momentum: expected a finite number >= 0, found '-0.5'" -- --momentum -0.5
+expect 2 "--lambda-max: expected a finite number >= 0, found '-1'" -- --lambda-max -1
+expect 2 "--max-grad-norm: expected a finite number > 0, found '0'" -- --max-grad-norm 0
 expect 2 "--seed: expected a value after it" -- --seed
 expect 2 "--model: expected a model name" -- --source a.npy --target b.npy
 expect 2 "--validator: expected one of source_accuracy, entropy, im, snd, dev, pad, found \"best\"" \
@@ -152,6 +158,131 @@ expect 2 "--target-test-labels: expected the test set's labels" -- --model digit
 head -c 1000 "$mnist/usps_images.npy" >"$work/test_truncated.npy"
 expect 1 "$work/test_truncated.npy" -- --model digits-dann "${src[@]}" "${tgt[@]}" \
   --target-test "$work/test_truncated.npy" --target-test-labels "$mnist/usps_labels.npy" --steps 10
+
+# --- Bad input, faults and load (issue 25) ---
+# Files that are not regular files are refused at once: a FIFO with no writer, /dev/zero.
+mkfifo "$work/fifo.npy"
+expect 1 "$work/fifo.npy: cannot read: it is a FIFO (named pipe), not a regular file" -- \
+  --model digits-dann --source "$work/fifo.npy" --source-labels "$mnist/mnist_labels.npy" "${tgt[@]}"
+expect 1 "/dev/zero: cannot read: it is a character device" -- "${run[@]}" --resume /dev/zero
+# Sizes that cannot fit end in a message naming what, not a bare std::bad_alloc.
+expect 1 "cannot allocate the step's buffers for fit_args.batch = 1000000000" -- \
+  --model digits-dann "${src[@]}" "${tgt[@]}" --batch 1000000000 --steps 1 --quiet
+expect 2 "--curve-every: expected at most" -- --model digits-dann "${src[@]}" "${tgt[@]}" \
+  --steps 1000000000000 --curve-every 1 --curves "$work/huge" --quiet
+# A Python with numpy builds the bad inputs: the one on PATH, else Debian's.
+numpy_python=
+for p in python3 /usr/bin/python3; do
+  if command -v "$p" >/dev/null && "$p" -c 'import numpy' 2>/dev/null; then numpy_python=$p; break; fi
+done
+[ -n "$numpy_python" ] || echo "no Python with numpy: the crafted-file checks are skipped"
+if [ -n "$numpy_python" ]; then
+  # A label out of range is named by its row in the labels file, and that file is named.
+  "$numpy_python" -c 'import numpy as np, sys; y = np.load(sys.argv[1]); y[17] = 12; np.save(sys.argv[2], y)' \
+    "$mnist/mnist_labels.npy" "$work/bad_labels.npy"
+  expect 1 "$work/bad_labels.npy: labels[17]: expected a class in [0, 10) (the labels of $mnist/mnist_images.npy), found 12" \
+    -- --model digits-dann --source "$mnist/mnist_images.npy" --source-labels "$work/bad_labels.npy" \
+    "${tgt[@]}" --steps 5 --quiet
+  # uint8 images are scaled by 1/255 whatever the length of their header: a 5000-byte header
+  # trains exactly as numpy's own 128-byte one.
+  "$numpy_python" - "$mnist/mnist_images.npy" "$work/u8.npy" "$work/u8_long.npy" <<'PY'
+import numpy as np, sys
+x = np.round(np.load(sys.argv[1]) * 255).astype(np.uint8)
+np.save(sys.argv[2], x)
+head = "{'descr': '|u1', 'fortran_order': False, 'shape': %r, }" % (x.shape,)
+head = head + " " * (5000 - 10 - len(head) - 1) + "\n"
+with open(sys.argv[3], "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head.encode() + x.tobytes())
+PY
+  for f in u8 u8_long; do
+    expect 0 "model digits-dann: 20 steps" -- --model digits-dann --source "$work/$f.npy" \
+      --source-labels "$mnist/mnist_labels.npy" "${tgt[@]}" --steps 20 --quiet \
+      --checkpoint "$work/$f.ckpt"
+  done
+  cmp -s "$work/u8.ckpt" "$work/u8_long.ckpt" ||
+    { echo "FAIL: uint8 images with a long header train differently"; failures=$((failures + 1)); }
+  # A resume of another run is refused, naming the first difference: other data of the same
+  # shape, other options that change the maths.
+  "$numpy_python" -c 'import numpy as np, sys; x = np.load(sys.argv[1]); x[5, 3, 3] += 0.5; np.save(sys.argv[2], x)' \
+    "$mnist/mnist_images.npy" "$work/other_mnist.npy"
+  expect 1 "source data: expected 2000 rows x 256, labelled, CRC-32" -- "${run[@]}" \
+    --source "$work/other_mnist.npy" --resume "$work/run.ckpt"
+  expect 1 "fit_args.lr: expected 0.01 (this step's fit_args), found 0.03 (the checkpoint's)" \
+    -- "${run[@]}" --lr 0.01 --resume "$work/run.ckpt"
+  expect 1 "fit_args.momentum: expected 0.5" -- "${run[@]}" --momentum 0.5 --resume "$work/run.ckpt"
+  expect 1 "fit_args.lambda_max: expected 0.5" -- "${run[@]}" --lambda-max 0.5 \
+    --resume "$work/run.ckpt"
+  expect 1 "--preprocess: expected standardize (this run's), found none (the checkpoint's)" \
+    -- "${run[@]}" --preprocess standardize --resume "$work/run.ckpt"
+  # Crafted checkpoints with a valid checksum: NaN weights, an impossible best step, control
+  # bytes in the step type (shown escaped, never sent to the terminal).
+  "$numpy_python" - "$work/run.ckpt" "$work" <<'PY'
+import math, struct, sys, zlib
+data = open(sys.argv[1], "rb").read()
+head, body = bytearray(data[:24]), bytearray(data[24:])
+def save(name, b):
+    h = bytearray(head)
+    h[12:16] = struct.pack("<I", zlib.crc32(bytes(b)) & 0xffffffff)
+    open(sys.argv[2] + "/" + name, "wb").write(bytes(h) + bytes(b))
+at = 0
+def take(n):
+    global at
+    at += n
+    return at - n
+n = struct.unpack_from("<Q", body, take(8))[0]; take(n)        # step type
+take(4 + 3 * 8 + 8 + 16 + 3 * 8)                               # ... up to the best step
+best = take(8)
+take(8 + 16)
+count = struct.unpack_from("<Q", body, take(8))[0]
+for _ in range(2 * count):
+    take(struct.unpack_from("<Q", body, take(8))[0])
+take(8)                                                        # parameter count
+params = at
+b = bytearray(body); struct.pack_into("<f", b, params + 3 * 4, math.nan); save("nan.ckpt", b)
+b = bytearray(body); struct.pack_into("<q", b, best, 1000000); save("best.ckpt2", b)
+b = bytearray(body); b[8:12] = b"\x1b[2J"; save("escape.ckpt", b)
+PY
+  expect 1 "parameters[3]: expected a finite value, found nan" -- "${run[@]}" --resume "$work/nan.ckpt"
+  expect 1 "best step: expected -1 (none yet) or a step in [1, 80], found 1000000" -- "${run[@]}" \
+    --resume "$work/best.ckpt2"
+  expect 1 "found '\\x1b[2J" -- "${run[@]}" --resume "$work/escape.ckpt"
+  if timeout 120 "$exe" "${run[@]}" --resume "$work/escape.ckpt" 2>&1 | grep -q $'\x1b'; then
+    echo "FAIL: a refusal echoed a raw control byte"; failures=$((failures + 1))
+  fi
+fi
+# Two runs writing the same --curves and --trace at once both succeed and leave one whole file
+# each, and no temporary files.
+for i in 1 2; do
+  timeout 120 "$exe" --model digits-dann "${src[@]}" "${tgt[@]}" --steps 60 --seed "$i" --quiet \
+    --curves "$work/shared" --curve-every 1 --trace "$work/shared_trace.json" >"$work/par$i.log" 2>&1 &
+done
+for i in 1 2; do
+  wait -n || { echo "FAIL: a concurrent run failed:"; cat "$work"/par*.log; failures=$((failures + 1)); }
+done
+[ "$(wc -l <"$work/shared.csv")" -eq 61 ] ||
+  { echo "FAIL: the shared curves are not one run's whole table"; failures=$((failures + 1)); }
+if command -v python3 >/dev/null; then
+  python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$work/shared_trace.json" ||
+    { echo "FAIL: the shared trace is not whole"; failures=$((failures + 1)); }
+fi
+# A save removes the temporaries a killed save of the same checkpoint left (pid 99999999 runs
+# nowhere: pid_max is at most 2^22).
+head -c 100000 /dev/zero >"$work/debris.ckpt.tmp-99999999"
+head -c 100000 /dev/zero >"$work/debris.ckpt.tmp-99999999-0"
+expect 0 "model digits-dann: 10 steps" -- "${run[@]}" --steps 10 --checkpoint "$work/debris.ckpt"
+if ls "$work"/*.tmp-* >/dev/null 2>&1; then
+  echo "FAIL: temporary files were left: $(ls "$work"/*.tmp-*)"; failures=$((failures + 1))
+fi
+# A full disk (here: a file size limit) fails the JSON report with the reason and leaves no
+# partial file.
+out=$( (ulimit -f 1; timeout 120 "$exe" "${run[@]}" --steps 10 --json "$work/full.json") 2>&1)
+rc=$?
+if [ "$rc" -ne 1 ] || ! grep -qF "$work/full.json: cannot write" <<<"$out" ||
+    ! grep -qF "File too large" <<<"$out" || [ -e "$work/full.json" ]; then
+  echo "FAIL: a JSON report past the file size limit: status $rc, $(ls "$work"/full.json* 2>&1)"
+  sed 's/^/  | /' <<<"$out" | tail -5
+  failures=$((failures + 1))
+fi
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures check(s) failed"

@@ -171,6 +171,21 @@ TEST_CASE("mapped_npy reports a missing file and a directory like load_npy") {
   check_same_error<float>(dir / "missing.npy",
                           ": cannot open for reading: No such file or directory");
   check_same_error<float>(dir.path(), ": cannot open for reading: it is a directory");
+  check_same_error<float>("/dev/zero", ": cannot read: it is a character device");
+}
+
+TEST_CASE("mapped_npy refuses a FIFO without a writer at once, like load_npy") {
+  const temp_dir dir("npy_map_fifo");
+  const fs::path fifo = dir / "pipe.npy";
+  dafuse::test::make_fifo(fifo);
+  // Both must return: a reader that blocked would be released by finishes_within and fail.
+  std::string mapped, loaded;
+  CHECK(dafuse::test::finishes_within(
+      10, fifo, [&] { mapped = dafuse::test::error_message([&] { mapped_npy<float> m(fifo); }); }));
+  CHECK(dafuse::test::finishes_within(10, fifo, [&] { loaded = load_npy_message<float>(fifo); }));
+  CHECK(mapped == loaded);
+  CHECK(mapped.find(": cannot read: it is a FIFO (named pipe), not a regular file") !=
+        std::string::npos);
 }
 
 TEST_CASE("mapped_npy refuses float data that does not start on a 4-byte boundary") {

@@ -452,3 +452,135 @@ TEST_CASE("the shared MNIST subset loads as 2000 float images of 16x16 and int32
     CHECK(seen[static_cast<std::size_t>(digit)] > 0);
   }
 }
+
+// Bounded reads (issue 25): the header first, its promise against the file's size, the data
+// straight into the values, and only regular files.
+
+namespace {
+//! An NPY version 1.0 header for `shape` of `descr`, padded with spaces to `length` bytes.
+std::string padded_header(std::string_view descr, std::string_view shape, std::size_t length) {
+  std::string h = "{'descr': '" + std::string(descr) +
+                  "', 'fortran_order': False, 'shape': " + std::string(shape) + ", }";
+  REQUIRE(h.size() + 1 <= length);
+  h.append(length - h.size() - 1, ' ');
+  return h + '\n';
+}
+}  // namespace
+
+TEST_CASE("load_npy refuses a FIFO without a writer at once instead of blocking") {
+  temp_dir tmp("npy_fifo");
+  const fs::path fifo = tmp / "pipe.npy";
+  dafuse::test::make_fifo(fifo);
+  std::string message;
+  CHECK(dafuse::test::finishes_within(10, fifo, [&] {
+    try {
+      dafuse::data::load_npy<float>(fifo);
+    } catch (const dafuse::error& e) {
+      message = e.what();
+    }
+  }));
+  CHECK(message.find(fifo.string() + ": cannot read: it is a FIFO (named pipe), not a regular "
+                                     "file") != std::string::npos);
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy_as_float("/dev/zero"),
+                       doctest::Contains("/dev/zero: cannot read: it is a character device"),
+                       dafuse::error);
+}
+
+TEST_CASE("load_npy and read_npy_header read headers longer than 4 KiB") {
+  temp_dir tmp("npy_long_header");
+  const fs::path path = tmp / "long.npy";
+  write_bytes(path, make_npy(1, padded_header("|u1", "(2, 2, 2)", 9990),
+                             bytes{0, 1, 2, 3, 250, 251, 254, 255}));
+  const dafuse::data::npy_header h = dafuse::data::read_npy_header(path);
+  CHECK(h.type == dtype::uint8);
+  CHECK(h.shape == std::vector<std::size_t>{2, 2, 2});
+  CHECK(h.data_offset == 10000);
+  CHECK(dafuse::data::load_npy<std::uint8_t>(path).values ==
+        std::vector<std::uint8_t>{0, 1, 2, 3, 250, 251, 254, 255});
+}
+
+TEST_CASE("a header length over 1 MiB is refused before the header is read") {
+  temp_dir tmp("npy_huge_header");
+  const fs::path path = tmp / "huge.npy";
+  bytes b = make_npy(2, padded_header("<f4", "(1,)", std::size_t(1) << 21), raw_of<float>({1.f}));
+  write_bytes(path, b);
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
+                       doctest::Contains((about(path, "header length") +
+                                          " expected at most 1048576 bytes (numpy writes a few "
+                                          "hundred), found 2097152")
+                                             .c_str()),
+                       dafuse::error);
+}
+
+TEST_CASE("a 64 MiB file that is not NPY is refused without reading it into memory") {
+  temp_dir tmp("npy_big_garbage");
+  const fs::path path = tmp / "garbage.npy";
+  {
+    std::ofstream out(path, std::ios::binary);
+    const std::string block(1 << 20, 'g');
+    for (int i = 0; i < 64; ++i) out << block;
+  }
+  const dafuse::test::peak_memory peak;
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy_as_float(path),
+                       doctest::Contains((about(path, "magic") + " expected").c_str()),
+                       dafuse::error);
+  if (peak.usable()) CHECK(peak.growth_bytes() < 4e6);  // the old reader took 64 MiB here
+}
+
+TEST_CASE("loading reads the data straight into the values: the peak is about the array's size") {
+  temp_dir tmp("npy_peak");
+  const std::size_t n = std::size_t(16) << 20;  // 16 Mi values: 64 MiB of float32
+  const fs::path f32 = tmp / "f32.npy", i32 = tmp / "i32.npy", u8 = tmp / "u8.npy";
+  {
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = float(i % 1000);
+    dafuse::data::save_npy<float>(f32, {n / 64, 64}, std::span<const float>(v));
+    std::vector<std::int32_t> w(n);
+    for (std::size_t i = 0; i < n; ++i) w[i] = std::int32_t(i % 1000) - 500;
+    dafuse::data::save_npy<std::int32_t>(i32, {n}, std::span<const std::int32_t>(w));
+    std::vector<std::uint8_t> u(n);
+    for (std::size_t i = 0; i < n; ++i) u[i] = std::uint8_t(i * 7);
+    dafuse::data::save_npy<std::uint8_t>(u8, {n / 256, 16, 16}, std::span<const std::uint8_t>(u));
+  }
+  const double array_bytes = double(n) * 4;
+  {
+    const dafuse::test::peak_memory peak;
+    const host_array<float> a = dafuse::data::load_npy<float>(f32);
+    REQUIRE(a.values.size() == n);
+    CHECK(a.values[12345] == float(12345 % 1000));
+    if (peak.usable()) CHECK(peak.growth_bytes() < 1.1 * array_bytes);  // was 2x
+  }
+  {
+    const dafuse::test::peak_memory peak;
+    const host_array<float> a = dafuse::data::load_npy_as_float(i32);
+    REQUIRE(a.values.size() == n);
+    CHECK(a.values[n - 1] == float(std::int32_t((n - 1) % 1000) - 500));
+    if (peak.usable()) CHECK(peak.growth_bytes() < 1.1 * array_bytes);  // was 2x
+  }
+  {
+    const dafuse::test::peak_memory peak;
+    const host_array<float> a = dafuse::data::load_npy_as_float(u8);
+    REQUIRE(a.values.size() == n);
+    CHECK(a.values[n - 1] == float(std::uint8_t((n - 1) * 7)));
+    if (peak.usable()) CHECK(peak.growth_bytes() < 1.1 * array_bytes);  // was 1.25x
+  }
+}
+
+TEST_CASE("an array larger than the machine's memory is refused before anything is allocated") {
+  temp_dir tmp("npy_too_big");
+  const fs::path path = tmp / "huge.npy";
+  const std::uint64_t memory = dafuse::detail::physical_memory_bytes();
+  const std::uint64_t count = memory / 4 + (std::uint64_t(1) << 24);
+  const std::string header = padded_header("<f4", "(" + std::to_string(count) + ",)", 118);
+  write_bytes(path, make_npy(1, header));
+  // A sparse file of the promised size: the sizes agree, so only the memory check can refuse it.
+  fs::resize_file(path, 128 + count * 4);
+  const dafuse::test::peak_memory peak;
+  CHECK_THROWS_WITH_AS(
+      dafuse::data::load_npy<float>(path),
+      doctest::Contains((path.string() + ": the values of shape (" + std::to_string(count) +
+                         ",) of float32: expected at most this machine's memory")
+                            .c_str()),
+      dafuse::error);
+  if (peak.usable()) CHECK(peak.growth_bytes() < 4e6);
+}

@@ -3,6 +3,7 @@
 // message names the file, the entry and what was expected (the array-level checks are in
 // dataset_test.cpp).
 #include <dafuse/data/dataset.hpp>
+#include <dafuse/data/split.hpp>
 #include "../check.hpp"
 #include "npy_files.hpp"
 
@@ -77,20 +78,28 @@ TEST_CASE("load_dataset names whichever of the two files is missing") {
       dafuse::error);
 }
 
-TEST_CASE("labels read from a file are checked against the class count by index") {
+TEST_CASE("labels read from a file are checked against the class count by their index there") {
   const temp_dir dir("validation_test");
   dafuse::test::save_array<float>(dir / "x.npy", {4, 1}, {0, 1, 2, 3});
   dafuse::test::save_array<std::int32_t>(dir / "neg.npy", {4}, {0, 1, -1, 2});
   dafuse::test::save_array<std::int32_t>(dir / "big.npy", {4}, {0, 1, 2, 10});
   const auto neg = load_dataset(dir / "x.npy", dir / "neg.npy", domain::source);
   const std::string x = (dir / "x.npy").string();
+  // The labels file is named, not the features file: that is the file to fix.
   CHECK_THROWS_WITH_AS(
       dafuse::data::check_labels(neg, 10),
-      ("dafuse: " + x + ": labels[2]: expected a class in [0, 10), found -1").c_str(),
+      ("dafuse: " + (dir / "neg.npy").string() +
+       ": labels[2]: expected a class in [0, 10) (the labels of " + x + "), found -1")
+          .c_str(),
       dafuse::error);
   const auto big = load_dataset(dir / "x.npy", dir / "big.npy", domain::target);
   CHECK_THROWS_WITH_AS(
       dafuse::data::check_labels(big, 10),
-      ("dafuse: " + x + ": labels[3]: expected a class in [0, 10), found 10").c_str(),
+      ("dafuse: " + (dir / "big.npy").string() +
+       ": labels[3]: expected a class in [0, 10) (the labels of " + x + "), found 10")
+          .c_str(),
       dafuse::error);
+  // A part split off for validation numbers its rows anew: it names its own origin.
+  const auto parts = dafuse::data::split_validation(big, 0.5, 1);
+  CHECK(parts.train.labels_origin.empty());
 }

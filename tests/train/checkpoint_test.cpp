@@ -8,10 +8,16 @@
 #include <dafuse/data/batcher.hpp>
 #include <dafuse/step/train_step.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -97,9 +103,13 @@ TEST_CASE_TEMPLATE("resuming from step k gives bitwise the weights of an uninter
                        .target_rows = 30,
                        .best_score = 0.75,
                        .best_step = 10,
-                       .evaluations_since_best = 2});
+                       .evaluations_since_best = 2,
+                       .selected_target_accuracy = 0.625,
+                       .oracle_target_accuracy = 0.875});
   Step resumed(a);
   const df::run_position run = df::load_checkpoint(path, resumed);
+  CHECK(run.selected_target_accuracy == 0.625);
+  CHECK(run.oracle_target_accuracy == 0.875);
   CHECK(run.source_rows == 50);
   CHECK(run.target_rows == 30);
   CHECK(run.best_score == 0.75);
@@ -164,9 +174,11 @@ TEST_CASE("a refused checkpoint names the file and field and leaves the step unt
   SUBCASE("another version") {
     std::vector<unsigned char> b = bytes;
     b[8] = 7;
-    refused(b, "version: expected 2, found 7");
+    refused(b, "version: expected 3, found 7");
     b[8] = 1;  // the layout before modules were aligned
-    refused(b, "version: expected 2, found 1");
+    refused(b, "version: expected 3, found 1");
+    b[8] = 2;  // the layout before settings
+    refused(b, "version: expected 3, found 2");
   }
   SUBCASE("truncated anywhere") {
     for (std::size_t keep : {std::size_t(20), std::size_t(24), std::size_t(100), bytes.size() - 1})
@@ -187,7 +199,7 @@ TEST_CASE("a refused checkpoint names the file and field and leaves the step unt
   }
   SUBCASE("a missing file") {
     CHECK_THROWS_WITH_AS(df::load_checkpoint((dir.path() / "none.ckpt").string(), step),
-                         doctest::Contains("cannot open checkpoint"), df::error);
+                         doctest::Contains("cannot open for reading: No such file"), df::error);
   }
   SUBCASE("other widths, policies or arguments") {
     step_t<df::optim::sgd, df::precision::fp32, wider_net> wider(args);
@@ -223,13 +235,194 @@ TEST_CASE("a refused checkpoint names the file and field and leaves the step unt
   }
 }
 
+namespace {
+//! `b` (a checkpoint's bytes, perhaps edited) with the payload's CRC-32 made right again: what a
+//! crafted file looks like, which the checksum alone cannot refuse.
+std::vector<unsigned char> with_valid_checksum(std::vector<unsigned char> b) {
+  const std::uint32_t crc = df::detail::crc32(b.data() + 24, b.size() - 24);
+  std::memcpy(b.data() + 12, &crc, 4);
+  return b;
+}
+
+//! The message `f` throws as df::error ("" if it does not throw).
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const df::error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("a checkpoint with a valid checksum but impossible contents is refused") {
+  df::test::temp_dir dir("checkpoint_impossible");
+  const std::string path = (dir.path() / "c.ckpt").string();
+  sgd_step trained(args);
+  train_until(trained, 9);
+  sgd_step step(args);
+  const std::vector<float> before = weights(step);
+  const auto refused = [&](const std::string& message) {
+    CAPTURE(message);
+    CHECK_THROWS_WITH_AS(df::load_checkpoint(path, step),
+                         doctest::Contains((path + ": " + message).c_str()), df::error);
+    CHECK(weights(step) == before);
+    CHECK(step.step_index() == 0);
+  };
+
+  SUBCASE("a NaN parameter or optimizer state value") {
+    sgd_step nan(args);
+    train_until(nan, 9);
+    nan.parameters()[5] = std::numeric_limits<float>::quiet_NaN();
+    df::save_checkpoint(path, nan);
+    refused("parameters[5]: expected a finite value, found nan");
+    sgd_step inf(args);
+    train_until(inf, 9);
+    inf.optimizer_state()[0] = -std::numeric_limits<float>::infinity();
+    df::save_checkpoint(path, inf);
+    refused("optimizer state[0]: expected a finite value, found -inf");
+  }
+  SUBCASE("a best step the run cannot have reached") {
+    df::save_checkpoint(path, trained, {.best_score = 0.5, .best_step = 40});
+    refused("best step: expected -1 (none yet) or a step in [1, 9], found 40");
+    df::save_checkpoint(path, trained, {.best_score = 0.5, .best_step = 0});
+    refused("best step: expected -1 (none yet) or a step in [1, 9], found 0");
+    df::save_checkpoint(path, trained, {.best_step = 4});  // a best step without a score
+    refused("best score: expected a finite score (the best step is 4), found nan");
+    df::save_checkpoint(path, trained, {.best_score = 0.5, .best_step = -1});
+    refused("best score: expected NaN (no best step yet), found 0.5");
+    df::save_checkpoint(path, trained, {.evaluations_since_best = -2});
+    refused("evaluations since best: expected a count in [0, 9], found -2");
+    df::save_checkpoint(path, trained, {.selected_target_accuracy = 1.5});
+    refused(
+        "selected target accuracy: expected NaN (not measured) or an accuracy in [0, 1], "
+        "found 1.5");
+  }
+  SUBCASE("the step type is shown with its control bytes escaped") {
+    df::save_checkpoint(path, trained);
+    std::vector<unsigned char> b = read_bytes(path);
+    const char evil[] = "\x1b]0;pwned\x07\x1b[2J\n";
+    std::memcpy(b.data() + 32, evil, sizeof evil - 1);  // the type name starts at byte 32
+    write_bytes(path, with_valid_checksum(b));
+    const std::string message = error_of([&] { df::load_checkpoint(path, step); });
+    CHECK(message.find("step type: expected dafuse::train_step<") != std::string::npos);
+    CHECK(message.find("found '\\x1b]0;pwned\\x07\\x1b[2J\\x0a") != std::string::npos);
+    CHECK(std::none_of(message.begin(), message.end(),
+                       [](char c) { return static_cast<unsigned char>(c) < 0x20; }));
+  }
+  SUBCASE("a stored setting is compared, and shown escaped") {
+    const std::vector<df::run_setting> red{{"--preprocess", "\x1b[31mred"}};
+    df::save_checkpoint(path, trained, {}, red);
+    const std::vector<df::run_setting> none{{"--preprocess", "none"}};
+    const std::string message = error_of([&] { df::load_checkpoint(path, step, none); });
+    CHECK(message == "dafuse: " + path +
+                         ": --preprocess: expected none (this run's), found '\\x1b[31mred' (the "
+                         "checkpoint's)");
+    CHECK(weights(step) == before);
+    const std::vector<df::run_setting> other{{"source data", "3 rows"}};
+    CHECK(error_of([&] { df::load_checkpoint(path, step, other); }) ==
+          "dafuse: " + path +
+              ": source data: expected 3 rows (this run's), found no such setting in the "
+              "checkpoint");
+    CHECK(df::load_checkpoint(path, step, red).best_step == -1);  // the same setting loads
+    CHECK(weights(step) == weights(trained));
+  }
+  SUBCASE("every fit_args field that changes the maths must match") {
+    df::save_checkpoint(path, trained);
+    df::fit_args other = args;
+    other.weight_decay = 1e-4f;
+    sgd_step decayed(other);
+    CHECK(error_of([&] { df::load_checkpoint(path, decayed); }) ==
+          "dafuse: " + path +
+              ": fit_args.weight_decay: expected 1e-04 (this step's fit_args), found 0 (the "
+              "checkpoint's)");
+    other = args;
+    other.nesterov = true;
+    sgd_step nesterov(other);
+    CHECK(error_of([&] {
+            df::load_checkpoint(path, nesterov);
+          }).find("fit_args.nesterov: expected true") != std::string::npos);
+    other = args;
+    other.eval_chunk = 7;  // only splits inference: not compared
+    sgd_step chunked(other);
+    CHECK(df::load_checkpoint(path, chunked).best_step == -1);
+  }
+}
+
+TEST_CASE("a checkpoint's payload is bounded by the step before it is read") {
+  df::test::temp_dir dir("checkpoint_bounded");
+  const std::string path = (dir.path() / "big.ckpt").string();
+  sgd_step trained(args);
+  df::save_checkpoint(path, trained);
+  std::vector<unsigned char> b = read_bytes(path);
+  sgd_step step(args);
+  // A header promising 4 GiB of payload, in a (sparse) file of that size: the sizes agree, and
+  // nothing of the payload may be read before it is refused.
+  const std::uint64_t huge = std::uint64_t(1) << 32;
+  std::memcpy(b.data() + 16, &huge, 8);
+  write_bytes(path, b);
+  std::filesystem::resize_file(path, 24 + huge);
+  const df::test::peak_memory peak;
+  const std::string message = error_of([&] { df::load_checkpoint(path, step); });
+  CHECK(message.find(path + ": payload size: expected at most ") != std::string::npos);
+  CHECK(message.find("bytes (this step's parameters, state and settings), found 4294967296") !=
+        std::string::npos);
+  if (peak.usable()) CHECK(peak.growth_bytes() < 4e6);
+  // Another model's large checkpoint is named by its type, read alone.
+  const char other[] = "dafuse::train_step<another";
+  std::memcpy(b.data() + 32, other, sizeof other - 1);
+  write_bytes(path, b);
+  std::filesystem::resize_file(path, 24 + huge);
+  CHECK(error_of([&] {
+          df::load_checkpoint(path, step);
+        }).find("step type: expected dafuse::train_step<") != std::string::npos);
+  const sgd_step fresh(args);
+  CHECK(weights(step) == weights(fresh));
+}
+
+TEST_CASE("a checkpoint that is not a regular file is refused at once") {
+  df::test::temp_dir dir("checkpoint_special");
+  sgd_step step(args);
+  CHECK(error_of([&] { df::load_checkpoint("/dev/zero", step); }) ==
+        "dafuse: /dev/zero: cannot read: it is a character device, not a regular file (dafuse "
+        "reads files whose size it can check first)");
+  const std::filesystem::path fifo = dir.path() / "pipe.ckpt";
+  df::test::make_fifo(fifo);
+  std::string message;
+  CHECK(df::test::finishes_within(
+      10, fifo, [&] { message = error_of([&] { df::load_checkpoint(fifo.string(), step); }); }));
+  CHECK(message.find("cannot read: it is a FIFO (named pipe)") != std::string::npos);
+}
+
+TEST_CASE("a save removes the temporaries a killed save of the same checkpoint left") {
+  df::test::temp_dir dir("checkpoint_debris");
+  const std::filesystem::path path = dir.path() / "run.ckpt";
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  // What a save killed mid-write left: full-size temporaries of a process that is gone, named as
+  // this version and as dafuse 0.1 named them.
+  const std::vector<unsigned char> full(100000, 0xab);
+  write_bytes(path.string() + ".tmp-" + std::to_string(child), full);
+  write_bytes(path.string() + ".tmp-" + std::to_string(child) + "-0", full);
+  sgd_step step(args);
+  df::save_checkpoint(path.string(), step);
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()),
+                      std::filesystem::directory_iterator()) == 1);
+  CHECK(df::load_checkpoint(path.string(), step).best_step == -1);
+}
+
 TEST_CASE("saving into a missing directory fails naming the path and leaves nothing behind") {
   df::test::temp_dir dir("checkpoint_missingdir");
   const std::string path = (dir.path() / "no" / "such" / "dir.ckpt").string();
   sgd_step step(args);
   CHECK_THROWS_WITH_AS(df::save_checkpoint(path, step), doctest::Contains(path.c_str()), df::error);
-  CHECK_THROWS_WITH_AS(df::save_checkpoint(path, step), doctest::Contains("cannot create"),
-                       df::error);
+  CHECK_THROWS_WITH_AS(df::save_checkpoint(path, step),
+                       doctest::Contains("for writing: No such file or directory"), df::error);
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()),
+                      std::filesystem::directory_iterator()) == 0);
 }
 
 TEST_CASE("crc32 gives the standard check value") {

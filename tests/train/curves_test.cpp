@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -96,7 +97,9 @@ TEST_CASE("a CSV round trip is exact, including NaN, infinities and a quoted col
   t.add({1e15, 5e-324, std::numeric_limits<double>::max(), 0.1});
   const auto path = dir / "curves.csv";
   t.write_csv(path.string());
-  CHECK_FALSE(std::filesystem::exists(dir / "curves.csv.tmp"));
+  // Only the table is left: the temporary file was renamed into place.
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()),
+                      std::filesystem::directory_iterator()) == 1);
 
   const std::string text = read_text(path);
   CHECK(text.starts_with("step,loss,\"acc, \"\"target\"\"\",λ\n"));
@@ -154,6 +157,10 @@ TEST_CASE("malformed CSV is rejected, naming the file, the line and what was exp
       {"step,\"loss\"x\n", ": line 1: expected ',' or the end of the line after a closing quote"},
       {"step,loss\n0,1\n2.5,1\n", ": line 3: step: expected a finite integer, found 2.5"},
       {"step,loss\n0,1\n,1\n", ": line 3: step: expected a finite integer, found NaN"},
+      // Text from the file is shown with control bytes escaped, never sent to the terminal.
+      {"step,loss\n0,\x1b[2J\x1b]0;x\x07\n",
+       ": line 2: loss: expected a number or an empty field (not measured), found "
+       "\"\\x1b[2J\\x1b]0;x\\x07\""},
   };
   for (const bad_case& c : cases) {
     INFO(c.text);
@@ -170,6 +177,21 @@ TEST_CASE("reading a missing file names the path and the system's reason") {
       df::training_curves::read_csv(path),
       doctest::Contains((path + ": cannot open for reading: No such file or directory").c_str()),
       df::error);
+}
+
+TEST_CASE("reading a FIFO or a device is refused at once, not waited on or read without end") {
+  const df::test::temp_dir dir("curves_fifo");
+  const auto fifo = dir / "curves.csv";
+  df::test::make_fifo(fifo);
+  std::string message;
+  CHECK(df::test::finishes_within(10, fifo, [&] {
+    message = df::test::error_message([&] { df::training_curves::read_csv(fifo); });
+  }));
+  CHECK(message.find(fifo.string() + ": cannot read: it is a FIFO (named pipe)") !=
+        std::string::npos);
+  CHECK_THROWS_WITH_AS(df::training_curves::read_csv(std::filesystem::path("/dev/zero")),
+                       doctest::Contains("/dev/zero: cannot read: it is a character device"),
+                       df::error);
 }
 
 TEST_CASE("writing into a directory that does not exist throws naming the path") {

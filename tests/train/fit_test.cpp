@@ -92,6 +92,18 @@ TEST_CASE("fit rejects data that does not match the network, naming the file and
   CHECK_THROWS_WITH_AS(df::fit<dann_step>(bad_labels, t, args),
                        doctest::Contains("blobs source: labels[5]: expected a class in [0, 2)"),
                        df::error);
+  // With rows held out for validation, the bad label is still named by its row in the set
+  // passed in (the split parts number their rows anew).
+  bad_labels.labels[5] = 1;
+  bad_labels.labels[50] = -3;
+  {
+    dann_step step(args);
+    df::fit_options o;
+    o.validation_fraction = 0.2;
+    CHECK_THROWS_WITH_AS(df::fit(step, bad_labels, t, o),
+                         "dafuse: blobs source: labels[50]: expected a class in [0, 2), found -3",
+                         df::error);
+  }
   auto unlabelled = blobs(df::data::domain::source, 0, 60);
   unlabelled.labels.clear();
   CHECK_THROWS_WITH_AS(df::fit<dann_step>(unlabelled, t, args),
@@ -346,9 +358,12 @@ TEST_CASE("resuming onto other data or with conflicting options is refused clear
   const auto fewer = blobs(df::data::domain::source, 0, 100);
   df::fit_options r{.resume = o.checkpoint};
   dann_step b(args);
-  CHECK_THROWS_WITH_AS(
-      df::fit(b, fewer, t, r),
-      doctest::Contains("source rows: expected 100 (this run's source), found 120"), df::error);
+  CHECK_THROWS_WITH_AS(df::fit(b, fewer, t, r),
+                       doctest::Contains("source data: expected 100 rows x 3, labelled, CRC-32 "),
+                       df::error);
+  CHECK_THROWS_WITH_AS(df::fit(b, fewer, t, r),
+                       doctest::Contains("(this run's), found 120 rows x 3, labelled, CRC-32 "),
+                       df::error);
   CHECK_THROWS_WITH_AS(df::fit(b, s, t, df::fit_options{.patience = 3}),
                        doctest::Contains("fit_options: eval_every: expected a step count > 0"),
                        df::error);
@@ -358,6 +373,103 @@ TEST_CASE("resuming onto other data or with conflicting options is refused clear
   CHECK_THROWS_WITH_AS(df::fit(b, s, t, fewer, df::fit_options{.validation_fraction = 0.1}),
                        doctest::Contains("validation_fraction: expected 0 when a validation set"),
                        df::error);
+}
+
+TEST_CASE("a resume is refused for other data of the same shape, other arguments or settings") {
+  const auto s = blobs(df::data::domain::source, 0, 120),
+             t = blobs(df::data::domain::target, 0.3f, 90);
+  df::test::temp_dir dir("fit_resume_other_run");
+  df::fit_options o{.checkpoint = (dir / "c.ckpt").string(),
+                    .run_settings = {{"--preprocess", "none"}}};
+  df::fit_args short_args = args;
+  short_args.steps = 20;
+  dann_step a(short_args);
+  df::fit(a, s, t, o);
+  df::fit_options r = o;
+  r.checkpoint.clear();
+  r.resume = o.checkpoint;
+  dann_step b(short_args);
+  const std::vector<double> before(b.parameters().begin(), b.parameters().end());
+  const auto refused = [&](const df::data::dataset& source, const df::data::dataset& target,
+                           const df::fit_options& options, dann_step& step,
+                           const std::string& message) {
+    CAPTURE(message);
+    CHECK_THROWS_WITH_AS(df::fit(step, source, target, options), doctest::Contains(message.c_str()),
+                         df::error);
+    CHECK(std::vector<double>(step.parameters().begin(), step.parameters().end()) ==
+          std::vector<double>(before.begin(), before.end()));
+    CHECK(step.step_index() == 0);
+  };
+  // Same shapes, other values: the fingerprints differ.
+  const auto shifted_source = blobs(df::data::domain::source, 0.01f, 120);
+  refused(shifted_source, t, r, b, r.resume + ": source data: expected 120 rows x 3, labelled");
+  const auto shifted_target = blobs(df::data::domain::target, 0.31f, 90);
+  refused(s, shifted_target, r, b, r.resume + ": target data: expected 90 rows x 3, labelled");
+  auto relabelled = s;
+  relabelled.labels[7] = 1 - relabelled.labels[7];
+  refused(relabelled, t, r, b, "source data: expected 120 rows x 3");
+  // Every fit_args field that changes the maths, named with both values.
+  df::fit_args other = short_args;
+  other.lr = 0.06f;
+  dann_step c(other);
+  CHECK_THROWS_WITH_AS(
+      df::fit(c, s, t, r),
+      doctest::Contains((r.resume + ": fit_args.lr: expected 0.06 (this step's fit_args), "
+                                    "found 0.05 (the checkpoint's)")
+                            .c_str()),
+      df::error);
+  other = short_args;
+  other.momentum = 0.5f;
+  dann_step d(other);
+  CHECK_THROWS_WITH_AS(df::fit(d, s, t, r), doctest::Contains("fit_args.momentum: expected 0.5"),
+                       df::error);
+  other = short_args;
+  other.lambda_max = 0.25f;
+  dann_step e(other);
+  CHECK_THROWS_WITH_AS(df::fit(e, s, t, r), doctest::Contains("fit_args.lambda_max"), df::error);
+  // The caller's settings and fit's own options.
+  df::fit_options preprocessed = r;
+  preprocessed.run_settings = {{"--preprocess", "standardize"}};
+  refused(s, t, preprocessed, b,
+          "--preprocess: expected standardize (this run's), found none (the checkpoint's)");
+  df::fit_options split = r;
+  split.validation_fraction = 0.1;
+  refused(s, t, split, b, "fit_options.validation_fraction: expected 0.1 (this run's), found 0");
+  df::fit_options extra = r;
+  extra.run_settings.push_back({"--augment", "flip"});
+  refused(s, t, extra, b, "--augment: expected flip (this run's), found no such setting");
+  // The same run resumes.
+  const df::fit_result rest = df::fit(b, s, t, r);
+  CHECK(rest.steps == 0);
+  CHECK(b.step_index() == short_args.steps);
+}
+
+TEST_CASE("a resumed run whose best model came before it reports that model's target accuracy") {
+  const auto s = blobs(df::data::domain::source, 0, 120),
+             t = blobs(df::data::domain::target, 0.3f, 90);
+  df::test::temp_dir dir("fit_resume_selected");
+  df::fit_options o = evaluated;
+  o.eval_every = 50;
+  o.checkpoint = (dir / "run.ckpt").string();
+  dann_step whole_step(args);
+  const df::fit_result whole = df::fit(whole_step, s, t, o);
+  REQUIRE(std::isfinite(whole.selected_target_accuracy));
+  // Stopped right after the best evaluation, then resumed with no evaluation improving on it:
+  // fit has the selected model's accuracy from the checkpoint, not NaN.
+  recorder stopper;
+  stopper.stop_at = whole.best_step;
+  df::fit_options first = o;
+  first.callbacks = {&stopper};
+  dann_step part(args);
+  df::fit(part, s, t, first);
+  df::fit_options rest = o;
+  rest.resume = o.checkpoint;
+  dann_step resumed(args);
+  const df::fit_result r = df::fit(resumed, s, t, rest);
+  CHECK(r.best_step == whole.best_step);
+  CHECK(r.selected_target_accuracy == whole.selected_target_accuracy);
+  CHECK(r.oracle_target_accuracy == whole.oracle_target_accuracy);
+  CHECK(r.parameters == whole.parameters);
 }
 
 TEST_CASE("the profiler sees every phase of every step once") {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 namespace dafuse {
 
@@ -36,5 +37,34 @@ class error : public std::runtime_error {
   m.append(": ").append(what);
   throw error(m);
 }
+
+namespace detail {
+
+//! `bytes` quoted, with anything not printable ASCII (and the backslash) written as \xNN: text
+//! taken from a file goes into messages this way, so a crafted file cannot put control bytes
+//! (terminal escapes, line breaks) on the user's screen.
+inline std::string quoted_bytes(std::string_view bytes, char quote = '\'') {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string s(1, quote);
+  for (const char c : bytes) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f && c != '\\') {
+      s += c;
+    } else {
+      s += "\\x";
+      s += hex[u >> 4];
+      s += hex[u & 0xf];
+    }
+  }
+  s += quote;
+  return s;
+}
+
+//! Describes an OS error number for a message ("No such file or directory").
+inline std::string os_reason(int err) {
+  return err != 0 ? std::generic_category().message(err) : std::string("unknown reason");
+}
+
+}  // namespace detail
 
 }  // namespace dafuse

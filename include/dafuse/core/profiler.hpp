@@ -23,6 +23,7 @@
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/error.hpp>
+#include <dafuse/core/file.hpp>
 
 #include <algorithm>
 #include <array>
@@ -239,9 +240,9 @@ class profiler {
   //! thread names, and in "otherData" the dropped events and the memory.
   void write_chrome_trace(std::ostream& out) const;
 
-  //! The same into the file `path`, through `path` + ".tmp" renamed over it, so a failure never
-  //! leaves a half-written trace. Throws dafuse::error naming `path` and the system's reason when
-  //! the file cannot be opened, written or renamed.
+  //! The same into the file `path`, through a temporary file renamed over it (core/file.hpp), so
+  //! a failure never leaves a half-written trace. Throws dafuse::error naming `path` and the
+  //! system's reason when the file cannot be opened, written or renamed.
   void write_chrome_trace(const std::filesystem::path& path) const;
 
  private:
@@ -447,33 +448,7 @@ inline void profiler::write_chrome_trace(std::ostream& out) const {
 }
 
 inline void profiler::write_chrome_trace(const std::filesystem::path& path) const {
-  const std::string where = path.string();
-  const auto reason = [](int err) {
-    return err != 0 ? std::generic_category().message(err) : std::string("unknown reason");
-  };
-  const std::string text = trace_text();
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    errno = 0;
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail(where, "cannot open " + tmp.string() + " for writing: " + reason(errno));
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.close();
-    if (!out) {
-      const int err = errno;
-      std::error_code ignored;
-      std::filesystem::remove(tmp, ignored);
-      fail(where, "cannot write " + tmp.string() + ": " + reason(err));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    fail(where, "cannot rename " + tmp.string() + " to it: " + ec.message());
-  }
+  detail::write_file_atomically(path, std::string_view(trace_text()));
 }
 
 }  // namespace dafuse

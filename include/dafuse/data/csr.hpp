@@ -184,6 +184,8 @@ struct sparse_dataset {
   domain side = domain::source;      //!< source or target
   csr_matrix features;               //!< [rows, width], canonical CSR (check_csr holds)
   std::vector<std::int32_t> labels;  //!< [rows], or empty when unlabelled
+  //! The file the labels came from, if any: label errors name it (see dataset::labels_origin).
+  std::string labels_origin{};
 
   bool has_labels() const { return !labels.empty(); }
   index_t rows() const { return features.rows; }
@@ -203,7 +205,7 @@ inline sparse_dataset make_sparse_dataset(std::string origin,
   if (!labels.empty() && index_t(labels.size()) != features.rows)
     fail(origin, "labels", std::to_string(features.rows) + " labels (one per feature row)",
          std::to_string(labels.size()));
-  return sparse_dataset{std::move(origin), side, std::move(features), std::move(labels)};
+  return sparse_dataset{std::move(origin), side, std::move(features), std::move(labels), {}};
 }
 
 //! Loads the CSR triple at `prefix` (see load_csr) with `cols` columns and, when `labels_path`
@@ -215,12 +217,14 @@ inline sparse_dataset load_sparse_dataset(const std::filesystem::path& prefix,
   csr_matrix x = load_csr(prefix, cols);
   std::vector<std::int32_t> y = load_labels(labels_path, std::size_t(x.rows),
                                             detail::with_suffix(prefix, "_indptr.npy").string());
-  return make_sparse_dataset(prefix.string(), side, std::move(x), std::move(y));
+  sparse_dataset d = make_sparse_dataset(prefix.string(), side, std::move(x), std::move(y));
+  d.labels_origin = labels_path.string();
+  return d;
 }
 
 //! Checks every label is a class in [0, classes).
 inline void check_labels(const sparse_dataset& d, index_t classes) {
-  detail::check_label_range(d.origin, d.labels, classes);
+  detail::check_label_range(d.origin, d.labels_origin, d.labels, classes);
 }
 
 //! Checks the rows have the width a network reads.

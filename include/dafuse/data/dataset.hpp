@@ -28,6 +28,9 @@ struct dataset {
   index_t width = 0;                 //!< features per sample
   std::vector<float> features;       //!< [rows, width], row-major
   std::vector<std::int32_t> labels;  //!< [rows], or empty when unlabelled
+  //! The file the labels came from, when read from one ("data/mnist_labels.npy"): label errors
+  //! name it; empty for labels from memory (errors then name `origin`).
+  std::string labels_origin{};
 
   bool has_labels() const { return !labels.empty(); }
   const float* row(index_t i) const { return features.data() + i * width; }
@@ -95,18 +98,24 @@ inline dataset load_dataset(const std::filesystem::path& features_path,
   std::vector<std::int32_t> y = x.shape.empty()
                                     ? std::vector<std::int32_t>{}
                                     : load_labels(labels_path, x.shape[0], features_path.string());
-  return make_dataset(features_path.string(), side, std::move(x), std::move(y));
+  dataset d = make_dataset(features_path.string(), side, std::move(x), std::move(y));
+  d.labels_origin = labels_path.string();
+  return d;
 }
 
 namespace detail {
-//! Every label of the data set from `origin` is a class in [0, classes) (dense and sparse sets).
+//! Every label of the data set from `origin` is a class in [0, classes) (dense and sparse sets);
+//! a bad one is named by its index in the labels file `labels_origin` when there is one.
 inline void check_label_range(const std::string& origin,
+                              const std::string& labels_origin,
                               const std::vector<std::int32_t>& labels,
                               index_t classes) {
   for (std::size_t i = 0; i < labels.size(); ++i)
     if (labels[i] < 0 || labels[i] >= classes)
-      fail(origin, "labels[" + std::to_string(i) + "]",
-           "a class in [0, " + std::to_string(classes) + ")", std::to_string(labels[i]));
+      fail(labels_origin.empty() ? origin : labels_origin, "labels[" + std::to_string(i) + "]",
+           "a class in [0, " + std::to_string(classes) + ")" +
+               (labels_origin.empty() ? "" : " (the labels of " + origin + ")"),
+           std::to_string(labels[i]));
 }
 //! The data set from `origin` has rows of `found` features where the network reads `width`.
 inline void check_row_width(const std::string& origin, index_t found, index_t width) {
@@ -118,7 +127,7 @@ inline void check_row_width(const std::string& origin, index_t found, index_t wi
 
 //! Checks every label is a class in [0, classes).
 inline void check_labels(const dataset& d, index_t classes) {
-  detail::check_label_range(d.origin, d.labels, classes);
+  detail::check_label_range(d.origin, d.labels_origin, d.labels, classes);
 }
 
 //! Checks the rows have the width a network reads.

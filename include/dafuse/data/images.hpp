@@ -4,12 +4,12 @@
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/error.hpp>
+#include <dafuse/core/file.hpp>
 #include <dafuse/data/dataset.hpp>
 #include <dafuse/data/npy.hpp>
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
 #include <span>
 #include <string>
@@ -45,40 +45,40 @@ inline dataset load_image_dataset(const std::filesystem::path& images_path,
                                   const std::filesystem::path& labels_path,
                                   domain side,
                                   bool scale_to_unit = true) {
-  const std::string where = images_path.string();
-  // The dtype decides the scaling, so the file is read once here and parsed with npy.hpp's
-  // header reader rather than through load_npy_as_float, which forgets it.
-  const std::vector<unsigned char> bytes = detail::read_file(images_path, where);
-  const npy_header h = parse_npy_header(bytes, where);
+  // The dtype decides the scaling, so the header is read here with npy.hpp's reader rather than
+  // through load_npy_as_float, which forgets it; the data is converted as it is read.
+  const dafuse::detail::input_file f(images_path, images_path.string());
+  const std::string& where = f.where();
+  const npy_header h = detail::read_npy_header(f);
   if (h.shape.size() != 3 && h.shape.size() != 4)
     fail(where, "shape", "images [N, H, W] or [N, H, W, C]", detail::shape_text(h.shape));
-  const std::size_t count = detail::checked_count(h, bytes.size(), where);
-  host_array<float> x{h.shape, std::vector<float>(count)};
-  const unsigned char* data = bytes.data() + h.data_offset;
-  switch (h.type) {
-    case dtype::uint8:
-      for (std::size_t i = 0; i < count; ++i)
-        x.values[i] = scale_to_unit ? float(data[i]) / 255.0f : float(data[i]);
-      break;
-    case dtype::float32:
-      if (count != 0) std::memcpy(x.values.data(), data, count * sizeof(float));
-      if (scale_to_unit) {
-        for (std::size_t i = 0; i < count; ++i) {
-          const float v = x.values[i];
-          if (!(v >= 0.0f && v <= 1.0f))
-            fail(where, "value" + detail::index_text(h.shape, i),
-                 "float32 pixels in [0, 1] (pass scale_to_unit = false to keep other values as "
-                 "they are)",
-                 std::to_string(v));
-        }
+  if (h.type == dtype::int32)
+    fail(where, "descr", "'|u1' (uint8) or '<f4' (float32) images", "'<i4' (int32)");
+  const std::size_t count = detail::checked_count(h, f.size(), where);
+  host_array<float> x{h.shape, dafuse::detail::allocate_values<float>(
+                                   count, where, detail::values_text(h, dtype::float32))};
+  if (h.type == dtype::uint8) {
+    const float divisor = scale_to_unit ? 255.0f : 1.0f;
+    detail::read_npy_as_float(f, h, count, x.values.data(),
+                              [divisor](auto v) { return float(v) / divisor; });
+  } else if (count != 0) {
+    f.read_at(h.data_offset, x.values.data(), count * sizeof(float), "data");
+    if (scale_to_unit) {
+      for (std::size_t i = 0; i < count; ++i) {
+        const float v = x.values[i];
+        if (!(v >= 0.0f && v <= 1.0f))
+          fail(where, "value" + detail::index_text(h.shape, i),
+               "float32 pixels in [0, 1] (pass scale_to_unit = false to keep other values as "
+               "they are)",
+               std::to_string(v));
       }
-      break;
-    case dtype::int32:
-      fail(where, "descr", "'|u1' (uint8) or '<f4' (float32) images", "'<i4' (int32)");
+    }
   }
 
   std::vector<std::int32_t> y = load_labels(labels_path, h.shape[0], where);
-  return make_dataset(where, side, std::move(x), std::move(y));
+  dataset d = make_dataset(where, side, std::move(x), std::move(y));
+  d.labels_origin = labels_path.string();
+  return d;
 }
 
 }  // namespace dafuse::data

@@ -4,20 +4,20 @@
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/error.hpp>
+#include <dafuse/core/file.hpp>
 
+#include <algorithm>
+#include <array>
 #include <bit>
-#include <cerrno>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <span>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <vector>
 
 // The layout follows the NPY format specification ("A Simple File Format for NumPy Arrays",
@@ -151,23 +151,11 @@ inline std::string shape_text(std::span<const std::size_t> shape) {
   return s;
 }
 
-//! `bytes` with anything not printable as \xNN, quoted, so messages never carry raw binary.
-inline std::string quoted_bytes(std::string_view bytes, char quote = '\'') {
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string s(1, quote);
-  for (const char c : bytes) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f && c != '\\') {
-      s += c;
-    } else {
-      s += "\\x";
-      s += hex[u >> 4];
-      s += hex[u & 0xf];
-    }
-  }
-  s += quote;
-  return s;
-}
+// Shared with every folder (core/error.hpp, core/file.hpp); the NPY and NPZ code names them here.
+using dafuse::detail::os_reason;
+using dafuse::detail::quoted_bytes;
+using dafuse::detail::read_file;
+using dafuse::detail::write_file_atomically;
 
 //! product(shape) * element_size, failing instead of wrapping around.
 inline std::size_t checked_bytes(std::span<const std::size_t> shape,
@@ -185,11 +173,6 @@ inline std::size_t checked_bytes(std::span<const std::size_t> shape,
     n *= d;
   }
   return n;
-}
-
-//! Describes an OS error number for a message ("No such file or directory").
-inline std::string os_reason(int err) {
-  return err != 0 ? std::generic_category().message(err) : std::string("unknown reason");
 }
 
 //! Reads the header dict. Python's literal syntax is more than this needs: it accepts the dicts
@@ -358,37 +341,14 @@ class npy_dict_parser {
   std::size_t pos_ = 0;
 };
 
-//! Reads the whole file at `path`.
-inline std::vector<unsigned char> read_file(const std::filesystem::path& path,
-                                            const std::string& where) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    fail(where, "cannot open for reading: it is a directory");
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(where, "cannot open for reading: " + os_reason(errno));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) fail(where, "cannot determine the file size: " + os_reason(errno));
-  in.seekg(0, std::ios::beg);
-  std::vector<unsigned char> bytes(static_cast<std::size_t>(size));
-  if (!bytes.empty()) {
-    in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size));
-    if (in.gcount() != static_cast<std::streamsize>(size))
-      fail(where, "read error after " + std::to_string(in.gcount()) + " of " +
-                      std::to_string(size) + " bytes: " + os_reason(errno));
-  }
-  return bytes;
-}
-
 //! Checks the bytes after the header hold exactly the elements the header promises; returns how
 //! many elements that is.
 inline std::size_t checked_count(const npy_header& h,
-                                 std::size_t file_size,
+                                 std::uint64_t file_size,
                                  std::string_view where) {
   const std::size_t element = size_of(h.type);
   const std::size_t need = checked_bytes(h.shape, element, where);
-  const std::size_t have = file_size - h.data_offset;
+  const std::uint64_t have = file_size - h.data_offset;
   if (have != need) {
     fail(where, "data",
          std::to_string(need) + " bytes for shape " + shape_text(h.shape) + " of " +
@@ -398,45 +358,109 @@ inline std::size_t checked_count(const npy_header& h,
   return need / element;
 }
 
+//! The longest header dict read: numpy writes a few hundred bytes (its own reader stops at 10000
+//! by default); a larger HEADER_LEN is a damaged or hostile file, refused before it is read.
+inline constexpr std::size_t npy_max_header_bytes = std::size_t(1) << 20;
+
+//! Where the header dict of an NPY file lies: after `prefix` bytes, `length` bytes long.
+struct npy_prefix {
+  std::size_t prefix;  //!< magic, version and HEADER_LEN: 10 bytes (1.0) or 12 (2.0, 3.0)
+  std::size_t length;  //!< HEADER_LEN
+};
+
+//! Checks the magic and version at the start of a file of `file_size` bytes whose first bytes
+//! are `start` (at least min(12, file_size) of them) and reads HEADER_LEN, which must fit in the
+//! file.
+inline npy_prefix parse_npy_prefix(std::span<const unsigned char> start,
+                                   std::uint64_t file_size,
+                                   std::string_view where) {
+  const std::string_view raw(reinterpret_cast<const char*>(start.data()), start.size());
+  constexpr std::string_view magic("\x93NUMPY", 6);
+  if (raw.substr(0, magic.size()) != magic)
+    fail(where, "magic", "'\\x93NUMPY' (an NPY file)",
+         raw.empty() ? std::string("an empty file") : quoted_bytes(raw.substr(0, 6)));
+  if (file_size < 8)
+    fail(where, "version", "2 bytes after the magic", std::to_string(file_size - 6));
+
+  const unsigned major = start[6], minor = start[7];
+  npy_prefix p{0, 0};
+  if (major == 1 && minor == 0) {
+    p.prefix = 10;
+    if (file_size < p.prefix)
+      fail(where, "header length", "2 bytes after the version", std::to_string(file_size - 8));
+    p.length = std::size_t{start[8]} | std::size_t{start[9]} << 8;
+  } else if ((major == 2 || major == 3) && minor == 0) {
+    p.prefix = 12;  // version 2.0 widened HEADER_LEN to 4 bytes; 3.0 made the header UTF-8
+    if (file_size < p.prefix)
+      fail(where, "header length", "4 bytes after the version", std::to_string(file_size - 8));
+    p.length = std::size_t{start[8]} | std::size_t{start[9]} << 8 | std::size_t{start[10]} << 16 |
+               std::size_t{start[11]} << 24;
+  } else {
+    fail(where, "version", "1.0, 2.0 or 3.0", std::to_string(major) + "." + std::to_string(minor));
+  }
+  if (p.length > file_size - p.prefix) {
+    fail(where, "header length",
+         "at most the " + std::to_string(file_size - p.prefix) + " bytes left in the file",
+         std::to_string(p.length) + " (file truncated)");
+  }
+  if (p.length > npy_max_header_bytes)
+    fail(where, "header length",
+         "at most " + std::to_string(npy_max_header_bytes) + " bytes (numpy writes a few hundred)",
+         std::to_string(p.length));
+  return p;
+}
+
+//! The element type's quoted descr and name, for messages: "'<f4' (float32)".
+inline std::string dtype_text(dtype t) {
+  return "'" + std::string(descr_of(t)) + "' (" + std::string(name_of(t)) + ")";
+}
+
+//! Fails unless the header's dtype is `want`.
+inline void check_dtype(const npy_header& h, dtype want, std::string_view where) {
+  if (h.type != want) fail(where, "descr", dtype_text(want), dtype_text(h.type));
+}
+
+//! What the values of a header are, for allocation messages: "the values of shape (2, 3) of
+//! float32".
+inline std::string values_text(const npy_header& h, dtype as) {
+  return "the values of shape " + shape_text(h.shape) + " of " + std::string(name_of(as));
+}
+
 }  // namespace detail
 
 //! Parses the magic, version and header dict at the start of `bytes`. `where` names the file in
 //! messages. Rejects anything load_npy could not read correctly: other dtypes, big-endian data,
 //! Fortran order, a header running past the end of `bytes`.
 inline npy_header parse_npy_header(std::span<const unsigned char> bytes, std::string_view where) {
+  const detail::npy_prefix p = detail::parse_npy_prefix(bytes, bytes.size(), where);
+  npy_header h{dtype::float32, {}, false, p.prefix + p.length};
   const std::string_view raw(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  constexpr std::string_view magic("\x93NUMPY", 6);
-  if (raw.substr(0, magic.size()) != magic)
-    fail(where, "magic", "'\\x93NUMPY' (an NPY file)",
-         raw.empty() ? std::string("an empty file") : detail::quoted_bytes(raw.substr(0, 6)));
-  if (bytes.size() < 8)
-    fail(where, "version", "2 bytes after the magic", std::to_string(bytes.size() - 6));
-
-  const unsigned major = bytes[6], minor = bytes[7];
-  std::size_t prefix = 0, header_len = 0;
-  if (major == 1 && minor == 0) {
-    prefix = 10;
-    if (bytes.size() < prefix)
-      fail(where, "header length", "2 bytes after the version", std::to_string(bytes.size() - 8));
-    header_len = std::size_t{bytes[8]} | std::size_t{bytes[9]} << 8;
-  } else if ((major == 2 || major == 3) && minor == 0) {
-    prefix = 12;  // version 2.0 widened HEADER_LEN to 4 bytes; 3.0 made the header UTF-8
-    if (bytes.size() < prefix)
-      fail(where, "header length", "4 bytes after the version", std::to_string(bytes.size() - 8));
-    header_len = std::size_t{bytes[8]} | std::size_t{bytes[9]} << 8 | std::size_t{bytes[10]} << 16 |
-                 std::size_t{bytes[11]} << 24;
-  } else {
-    fail(where, "version", "1.0, 2.0 or 3.0", std::to_string(major) + "." + std::to_string(minor));
-  }
-  if (header_len > bytes.size() - prefix) {
-    fail(where, "header length",
-         "at most the " + std::to_string(bytes.size() - prefix) + " bytes left in the file",
-         std::to_string(header_len) + " (file truncated)");
-  }
-
-  npy_header h{dtype::float32, {}, false, prefix + header_len};
-  detail::npy_dict_parser(raw.substr(prefix, header_len), where).parse(h);
+  detail::npy_dict_parser(raw.substr(p.prefix, p.length), where).parse(h);
   return h;
+}
+
+namespace detail {
+//! Reads and parses the header of the NPY file open in `f`, reading the header's bytes only:
+//! nothing past them is read before the header has been checked.
+inline npy_header read_npy_header(const dafuse::detail::input_file& f) {
+  std::array<unsigned char, 12> start{};
+  const auto first = std::size_t(std::min<std::uint64_t>(f.size(), start.size()));
+  f.read_at(0, start.data(), first, "header");
+  const npy_prefix p =
+      parse_npy_prefix(std::span<const unsigned char>(start.data(), first), f.size(), f.where());
+  const std::vector<unsigned char> text = f.read_bytes(p.prefix, p.length, "header");
+  npy_header h{dtype::float32, {}, false, p.prefix + p.length};
+  npy_dict_parser(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()),
+                  f.where())
+      .parse(h);
+  return h;
+}
+}  // namespace detail
+
+//! The header of the NPY file at `path`, checked as load_npy checks it; only the header's bytes
+//! are read (the file must be a regular file: see core/file.hpp).
+inline npy_header read_npy_header(const std::filesystem::path& path) {
+  return detail::read_npy_header(dafuse::detail::input_file(path, path.string()));
 }
 
 //! Reads an NPY image already in memory (a file's bytes, an NPZ member) whose dtype is exactly
@@ -448,50 +472,85 @@ host_array<T> parse_npy(std::span<const unsigned char> bytes, std::string_view w
                 "dafuse: load_npy<T> supports T = float, std::int32_t or std::uint8_t ('<f4', "
                 "'<i4', '|u1'); use load_npy_as_float to convert");
   const npy_header h = parse_npy_header(bytes, where);
-  constexpr dtype want = dtype_of_v<T>;
-  if (h.type != want) {
-    const auto text = [](dtype t) {
-      return "'" + std::string(descr_of(t)) + "' (" + std::string(name_of(t)) + ")";
-    };
-    fail(where, "descr", text(want), text(h.type));
-  }
+  detail::check_dtype(h, dtype_of_v<T>, where);
   const std::size_t count = detail::checked_count(h, bytes.size(), where);
-  host_array<T> out{h.shape, std::vector<T>(count)};
+  host_array<T> out{h.shape, dafuse::detail::allocate_values<T>(
+                                 count, where, detail::values_text(h, dtype_of_v<T>))};
   if (count != 0) std::memcpy(out.values.data(), bytes.data() + h.data_offset, count * sizeof(T));
   return out;
 }
 
-//! Loads an NPY file whose dtype is exactly `T`'s; see parse_npy.
+//! Loads an NPY file whose dtype is exactly `T`'s; see parse_npy. The header is read and checked
+//! first, its promised size compared with the file's, and the data read straight into the
+//! values: the memory used is the array's. A file that is not a regular file (a FIFO, a device)
+//! is refused, and so is an array larger than the machine's memory (data/npy_map.hpp maps one).
 template <class T>
 host_array<T> load_npy(const std::filesystem::path& path) {
-  const std::string where = path.string();
-  const std::vector<unsigned char> bytes = detail::read_file(path, where);
-  return parse_npy<T>(bytes, where);
+  static_assert(npy_element<T>,
+                "dafuse: load_npy<T> supports T = float, std::int32_t or std::uint8_t ('<f4', "
+                "'<i4', '|u1'); use load_npy_as_float to convert");
+  const dafuse::detail::input_file f(path, path.string());
+  const npy_header h = detail::read_npy_header(f);
+  detail::check_dtype(h, dtype_of_v<T>, f.where());
+  const std::size_t count = detail::checked_count(h, f.size(), f.where());
+  host_array<T> out{h.shape, dafuse::detail::allocate_values<T>(
+                                 count, f.where(), detail::values_text(h, dtype_of_v<T>))};
+  if (count != 0) f.read_at(h.data_offset, out.values.data(), count * sizeof(T), "data");
+  return out;
 }
 
+namespace detail {
+//! Reads the `count` values of the NPY file open in `f` (header `h`, any supported dtype) as
+//! floats into `out`, converting each with `convert(value)` (value: float, int32 or uint8) as
+//! the data is read in pieces: no copy of the file's bytes is kept.
+template <class Convert>
+void read_npy_as_float(const dafuse::detail::input_file& f,
+                       const npy_header& h,
+                       std::size_t count,
+                       float* out,
+                       Convert convert) {
+  const std::size_t element = size_of(h.type);
+  f.read_in_pieces(h.data_offset, count * element, "data",
+                   [&](const unsigned char* bytes, std::size_t n, std::size_t first) {
+                     // Pieces are whole multiples of 4 bytes, so no value straddles two.
+                     float* o = out + first / element;
+                     for (std::size_t i = 0; i < n / element; ++i) {
+                       switch (h.type) {
+                         case dtype::float32: {
+                           float v;
+                           std::memcpy(&v, bytes + i * 4, 4);
+                           o[i] = convert(v);
+                           break;
+                         }
+                         case dtype::int32: {
+                           std::int32_t v;
+                           std::memcpy(&v, bytes + i * 4, 4);  // need not be 4-byte aligned
+                           o[i] = convert(v);
+                           break;
+                         }
+                         case dtype::uint8:
+                           o[i] = convert(std::uint8_t(bytes[i]));
+                           break;
+                       }
+                     }
+                   });
+}
+}  // namespace detail
+
 //! Loads an NPY file of any supported dtype and converts its values to float as they are
-//! (uint8 255 becomes 255.0f: no scaling to [0, 1]).
+//! (uint8 255 becomes 255.0f: no scaling to [0, 1]). Read like load_npy: header first, then the
+//! data converted as it is read, so the memory used is the float array's.
 inline host_array<float> load_npy_as_float(const std::filesystem::path& path) {
-  const std::string where = path.string();
-  const std::vector<unsigned char> bytes = detail::read_file(path, where);
-  const npy_header h = parse_npy_header(bytes, where);
-  const std::size_t count = detail::checked_count(h, bytes.size(), where);
-  host_array<float> out{h.shape, std::vector<float>(count)};
-  const unsigned char* data = bytes.data() + h.data_offset;
-  switch (h.type) {
-    case dtype::float32:
-      if (count != 0) std::memcpy(out.values.data(), data, count * sizeof(float));
-      break;
-    case dtype::int32:
-      for (std::size_t i = 0; i < count; ++i) {
-        std::int32_t v;
-        std::memcpy(&v, data + i * sizeof v, sizeof v);  // the data need not be 4-byte aligned
-        out.values[i] = static_cast<float>(v);
-      }
-      break;
-    case dtype::uint8:
-      for (std::size_t i = 0; i < count; ++i) out.values[i] = static_cast<float>(data[i]);
-      break;
+  const dafuse::detail::input_file f(path, path.string());
+  const npy_header h = detail::read_npy_header(f);
+  const std::size_t count = detail::checked_count(h, f.size(), f.where());
+  host_array<float> out{h.shape, dafuse::detail::allocate_values<float>(
+                                     count, f.where(), detail::values_text(h, dtype::float32))};
+  if (h.type == dtype::float32) {
+    if (count != 0) f.read_at(h.data_offset, out.values.data(), count * sizeof(float), "data");
+  } else {
+    detail::read_npy_as_float(f, h, count, out.values.data(),
+                              [](auto v) { return static_cast<float>(v); });
   }
   return out;
 }
@@ -538,41 +597,8 @@ std::vector<unsigned char> npy_bytes(const std::vector<std::size_t>& shape,
   return bytes;
 }
 
-namespace detail {
-//! Writes `bytes` to `path` + ".tmp" and renames it over `path`, so a failure leaves no
-//! half-written `path` (and an existing one as it was).
-inline void write_file_atomically(const std::filesystem::path& path,
-                                  std::span<const unsigned char> bytes) {
-  const std::string where = path.string();
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    errno = 0;
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      fail(where, "cannot open " + tmp.string() + " for writing: " + detail::os_reason(errno));
-    out.write(reinterpret_cast<const char*>(bytes.data()),
-              static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      const int err = errno;
-      std::error_code ignored;
-      std::filesystem::remove(tmp, ignored);
-      fail(where, "cannot write " + tmp.string() + ": " + detail::os_reason(err));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    fail(where, "cannot rename " + tmp.string() + " to it: " + ec.message());
-  }
-}
-}  // namespace detail
-
-//! Writes `values` (C order) with the given `shape` as an NPY version 1.0 file. Writes to
-//! `path` + ".tmp" first and renames it over `path`, so a failure leaves no half-written `path`.
+//! Writes `values` (C order) with the given `shape` as an NPY version 1.0 file, through a
+//! temporary file renamed over `path` (core/file.hpp): a failure leaves no half-written `path`.
 template <class T>
 void save_npy(const std::filesystem::path& path,
               const std::vector<std::size_t>& shape,

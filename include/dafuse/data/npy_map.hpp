@@ -4,6 +4,7 @@
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/error.hpp>
+#include <dafuse/core/file.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/data/npy.hpp>
 
@@ -16,10 +17,7 @@
 #include <vector>
 
 #if defined(__unix__) || defined(__APPLE__)
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #define DAFUSE_HAS_MMAP 1
 #else
 #define DAFUSE_HAS_MMAP 0
@@ -36,32 +34,20 @@ namespace detail {
 class file_mapping {
  public:
   file_mapping(const std::filesystem::path& path, const std::string& where) {
-    errno = 0;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(where, "cannot open for reading: " + os_reason(errno));
-    struct ::stat st {};
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      fail(where, "cannot determine the file size: " + os_reason(err));
-    }
-    // open() succeeds on a directory; mmap would then fail with a less helpful ENODEV.
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      fail(where, S_ISDIR(st.st_mode) ? "cannot open for reading: it is a directory"
-                                      : "cannot map: not a regular file");
-    }
-    size_ = static_cast<std::size_t>(st.st_size);
+    // Opened like every reader opens (core/file.hpp): without blocking on a FIFO, and refusing
+    // anything but a regular file, with the same messages as load_npy.
+    const dafuse::detail::input_file f(path, where);
+    size_ = static_cast<std::size_t>(f.size());
     if (size_ != 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, f.native_handle(), 0);
       if (p == MAP_FAILED) {
         const int err = errno;
-        ::close(fd);
-        fail(where, "cannot map " + std::to_string(size_) + " bytes: " + os_reason(err));
+        size_ = 0;
+        fail(where, "cannot map " + std::to_string(f.size()) + " bytes: " + os_reason(err));
       }
       data_ = static_cast<const unsigned char*>(p);
     }
-    ::close(fd);  // the mapping keeps its own reference to the file
+    // The mapping keeps its own reference to the file; `f` closes its descriptor here.
   }
   ~file_mapping() { unmap(); }
   file_mapping(file_mapping&& o) noexcept

@@ -37,6 +37,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <new>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -93,8 +94,13 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
   using inference = dafuse::inference;                                //!< where infer() writes
 
   //! Sizes and allocates everything once, and initialises the parameters from args.seed.
-  explicit train_step(const fit_args& args) : args_(checked(args)), exec_(args_) {
+  explicit train_step(const fit_args& args) try : args_(checked(args)), exec_(args_) {
     initialize_parameters(args_.seed);
+  } catch (const std::bad_alloc&) {
+    // The buffers are sized by the batch: name it rather than let a bare bad_alloc through.
+    throw error("train_step: cannot allocate the step's buffers for fit_args.batch = " +
+                std::to_string(args.batch) + " (and eval_chunk = " +
+                std::to_string(args.eval_chunk) + "): out of memory; use a smaller batch");
   }
 
   //! Draws fresh parameters from `seed` and clears the optimizer state and step count.

@@ -15,43 +15,57 @@
 //!     8       4     format version (checkpoint_version)
 //!     12      4     CRC-32 (IEEE 802.3) of the payload
 //!     16      8     payload size in bytes
-//!     24      …     payload: the step's type and shape, fit_args.steps/batch/seed, the run
-//!                   position, then the parameters and the optimizer state as raw values
+//!     24      …     payload: the step's type and value size, fit_args.steps/batch/seed, the run
+//!                   position, the run's settings (name and value texts: every fit_args field
+//!                   that changes the maths, and what the caller adds, such as `fit`'s data
+//!                   fingerprints), then the parameters and the optimizer state as raw values
 //!
 //! Saving writes a temporary file beside the target, flushes it to disk and renames it over the
-//! target, so a crash mid-write leaves the previous checkpoint intact. Loading checks the whole
-//! file (magic, version, size, checksum, type, shapes, arguments) before it writes anything into
-//! the step: a refused checkpoint leaves the step as it was.
+//! target (core/file.hpp), so a crash mid-write leaves the previous checkpoint intact. Loading
+//! reads the 24-byte header first and refuses a payload larger than this step's could be before
+//! reading it, then checks the whole file (magic, version, size, checksum, type, shapes,
+//! arguments, settings, the run position's consistency, finite values) before it writes anything
+//! into the step: a refused checkpoint leaves the step as it was. Text from the file is shown
+//! in messages with control bytes escaped.
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/crc32.hpp>
 #include <dafuse/core/error.hpp>
+#include <dafuse/core/file.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/policy/arguments.hpp>
 #include <dafuse/policy/precision.hpp>
 
+#include <algorithm>
 #include <array>
 #include <bit>
-#include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
-
-#include <fcntl.h>
-#include <unistd.h>
 
 namespace dafuse {
 
 //! Version of the file layout this build writes and reads. 2: each module's parameters start on
 //! a 64-byte boundary (nn::dann_net::module_alignment), so a network whose G_f or G_y size is not
 //! a multiple of 16 holds more values than in a version-1 file, which is refused by its version.
-inline constexpr std::uint32_t checkpoint_version = 2;
+//! 3: the run's settings (every fit_args field that changes the maths, data fingerprints) and
+//! the selected and oracle target accuracies of the run position.
+inline constexpr std::uint32_t checkpoint_version = 3;
+
+//! One setting of a run that a resumed run must share, as text: `{"fit_args.lr", "0.03"}`,
+//! `{"source data", "2000 rows x 256, CRC-32 …"}`. Checkpoints store them; loading compares them
+//! and names the first that differs.
+struct run_setting {
+  std::string name;   //!< what it is, as messages name it ("fit_args.lr", "--preprocess")
+  std::string value;  //!< its value, compared as text (numbers in their shortest exact form)
+};
 
 //! Where a training run stands besides the step itself: what `fit` needs to continue its loop.
 struct run_position {
@@ -62,6 +76,11 @@ struct run_position {
   double best_score = std::numeric_limits<double>::quiet_NaN();
   std::int64_t best_step = -1;
   std::int64_t evaluations_since_best = 0;
+  //! The target accuracy of the best model (NaN without target labels), and the best target
+  //! accuracy of any evaluation (the oracle figure): reports only, kept so that a resumed run
+  //! whose best model came before it still reports them.
+  double selected_target_accuracy = std::numeric_limits<double>::quiet_NaN();
+  double oracle_target_accuracy = std::numeric_limits<double>::quiet_NaN();
 };
 
 namespace detail {
@@ -151,57 +170,107 @@ class byte_reader {
   std::size_t at_ = 0;
 };
 
-//! Writes `bytes` to `path` atomically: a temporary file beside it, flushed to disk, renamed.
-inline void write_file_atomically(const std::string& path,
-                                  const std::vector<unsigned char>& bytes) {
-  const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
-  const auto os_error = [&](const char* what) {
-    const std::string reason = std::strerror(errno);
-    ::unlink(temporary.c_str());
-    fail(path, std::string(what) + ": " + reason);
-  };
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(path, "cannot create " + temporary + ": " + std::strerror(errno));
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      ::close(fd);
-      os_error("cannot write");
-    }
-    done += std::size_t(w);
-  }
-  if (::fsync(fd) != 0) {
-    ::close(fd);
-    os_error("cannot flush to disk");
-  }
-  if (::close(fd) != 0) os_error("cannot close");
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) os_error("cannot rename into place");
+//! `v` in the fewest digits that read back as the same value (std::to_chars' shortest form).
+template <class T>
+std::string exact_text(T v) {
+  std::array<char, 64> buffer;
+  const auto r = std::to_chars(buffer.data(), buffer.data() + buffer.size(), v);
+  return std::string(buffer.data(), r.ptr);
 }
 
-inline std::vector<unsigned char> read_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) fail(path, std::string("cannot open checkpoint: ") + std::strerror(errno));
-  std::vector<unsigned char> bytes;
-  std::array<unsigned char, 1 << 16> chunk;
-  for (std::size_t n; (n = std::fread(chunk.data(), 1, chunk.size(), f)) > 0;)
-    bytes.insert(bytes.end(), chunk.data(), chunk.data() + n);
-  const bool failed = std::ferror(f);
-  std::fclose(f);
-  if (failed) fail(path, "cannot read checkpoint");
-  return bytes;
+//! `text` as it is when it is plain printable text, else quoted with control bytes escaped.
+inline std::string shown(std::string_view text) {
+  const bool plain = std::all_of(text.begin(), text.end(), [](char c) {
+    return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x7f &&
+           c != '\\' && c != '\'';
+  });
+  return plain && !text.empty() ? std::string(text) : quoted_bytes(text);
 }
 
 inline constexpr std::array<char, 8> checkpoint_magic{'D', 'A', 'F', 'U', 'S', 'E', 'C', 'K'};
 inline constexpr std::size_t checkpoint_header_bytes = 24;
+//! The most settings, and the most bytes of settings, a checkpoint may hold: far above what
+//! `fit` and dafuse-train store (about 30 settings of under 100 bytes each).
+inline constexpr std::uint64_t checkpoint_max_settings = 4096;
+inline constexpr std::uint64_t checkpoint_max_settings_bytes = std::uint64_t(1) << 20;
+
+//! The fit_args fields that change what a step computes, as settings: a resumed run must share
+//! every one (fields a policy does not read are compared too: the file cannot tell which those
+//! are, and a refusal is safer than a silently different run). steps, batch and seed are stored
+//! on their own (checked first); eval_chunk only splits inference.
+inline std::vector<run_setting> fit_args_settings(const fit_args& a) {
+  return {
+      {"fit_args.lr", exact_text(a.lr)},
+      {"fit_args.momentum", exact_text(a.momentum)},
+      {"fit_args.dampening", exact_text(a.dampening)},
+      {"fit_args.nesterov", a.nesterov ? "true" : "false"},
+      {"fit_args.weight_decay", exact_text(a.weight_decay)},
+      {"fit_args.beta1", exact_text(a.beta1)},
+      {"fit_args.beta2", exact_text(a.beta2)},
+      {"fit_args.eps", exact_text(a.eps)},
+      {"fit_args.lr_mult.features", exact_text(a.lr_mult.features)},
+      {"fit_args.lr_mult.classifier", exact_text(a.lr_mult.classifier)},
+      {"fit_args.lr_mult.discriminator", exact_text(a.lr_mult.discriminator)},
+      {"fit_args.max_grad_norm", exact_text(a.max_grad_norm)},
+      {"fit_args.max_grad_norm_discriminator", exact_text(a.max_grad_norm_discriminator)},
+      {"fit_args.max_grad_value", exact_text(a.max_grad_value)},
+      {"fit_args.lambda_max", exact_text(a.lambda_max)},
+      {"fit_args.init", a.init == nn::weight_init::torch_default ? "torch_default" : "glorot_he"},
+      {"fit_args.loss_scale_init", exact_text(a.loss_scale_init)},
+      {"fit_args.loss_scale_growth", exact_text(a.loss_scale_growth)},
+      {"fit_args.loss_scale_backoff", exact_text(a.loss_scale_backoff)},
+      {"fit_args.loss_scale_interval", exact_text(a.loss_scale_interval)},
+      {"fit_args.loss_scale_min", exact_text(a.loss_scale_min)},
+  };
+}
+
+//! Bytes of a payload for `Step` without its settings: what the file's size is checked against
+//! before the payload is read.
+template <class Step>
+std::uint64_t checkpoint_fixed_payload_bytes(const Step& step) {
+  using value_type = typename Step::value_type;
+  const std::uint64_t name = 8 + type_name<Step>().size();
+  // value size; steps, batch, seed; step index; loss scale and its steps; the run position's
+  // seven fields; the settings' count.
+  const std::uint64_t fields = 4 + 3 * 8 + 8 + 2 * 8 + 7 * 8 + 8;
+  const std::uint64_t values =
+      16 + (std::uint64_t(step.parameters().size()) + step.optimizer_state().size()) *
+               sizeof(value_type);
+  return name + fields + values;
+}
+
+//! The first value of `values` (a field of the file) that is not finite, checked before the step
+//! is touched: a checkpoint of NaN weights resumes nothing.
+template <class T>
+void check_finite_values(const std::string& path,
+                         const char* field,
+                         const unsigned char* bytes,
+                         std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) {
+    T v;
+    std::memcpy(&v, bytes + i * sizeof(T), sizeof(T));
+    if (!std::isfinite(v))
+      fail(path, std::string(field) + "[" + std::to_string(i) + "]", "a finite value",
+           exact_text(v));
+  }
+}
+
+//! A stored report figure: NaN (not measured) or an accuracy in [0, 1].
+inline void check_accuracy(const std::string& path, const char* field, double v) {
+  if (!std::isnan(v) && !(v >= 0 && v <= 1))
+    fail(path, field, "NaN (not measured) or an accuracy in [0, 1]", exact_text(v));
+}
 
 }  // namespace detail
 
-//! Saves `step` (and the loop's `run`) to `path`, replacing any file there only once the new
-//! one is complete on disk. Throws dafuse::error naming the path and the OS reason on failure.
+//! Saves `step` (and the loop's `run` and the run's `settings`, see run_setting) to `path`,
+//! replacing any file there only once the new one is complete on disk (core/file.hpp). Throws
+//! dafuse::error naming the path and the OS reason on failure.
 template <class Step>
-void save_checkpoint(const std::string& path, const Step& step, const run_position& run = {}) {
+void save_checkpoint(const std::string& path,
+                     const Step& step,
+                     const run_position& run = {},
+                     std::span<const run_setting> settings = {}) {
   using value_type = typename Step::value_type;
   detail::byte_writer payload;
   payload.put(std::string_view(detail::type_name<Step>()));
@@ -218,6 +287,29 @@ void save_checkpoint(const std::string& path, const Step& step, const run_positi
   payload.put(run.best_score);
   payload.put(run.best_step);
   payload.put(run.evaluations_since_best);
+  payload.put(run.selected_target_accuracy);
+  payload.put(run.oracle_target_accuracy);
+  const std::vector<run_setting> own = detail::fit_args_settings(a);
+  // What load_checkpoint accepts, refused here rather than in a file no run could resume from.
+  std::uint64_t settings_bytes = 0;
+  for (const run_setting& s : own) settings_bytes += 16 + s.name.size() + s.value.size();
+  for (const run_setting& s : settings) settings_bytes += 16 + s.name.size() + s.value.size();
+  if (own.size() + settings.size() > detail::checkpoint_max_settings ||
+      settings_bytes > detail::checkpoint_max_settings_bytes)
+    fail(path, "settings",
+         "at most " + std::to_string(detail::checkpoint_max_settings) + " settings of " +
+             std::to_string(detail::checkpoint_max_settings_bytes) + " bytes in all",
+         std::to_string(own.size() + settings.size()) + " of " + std::to_string(settings_bytes) +
+             " bytes");
+  payload.put(std::uint64_t(own.size() + settings.size()));
+  for (const run_setting& s : own) {
+    payload.put(std::string_view(s.name));
+    payload.put(std::string_view(s.value));
+  }
+  for (const run_setting& s : settings) {
+    payload.put(std::string_view(s.name));
+    payload.put(std::string_view(s.value));
+  }
   payload.put_values(step.parameters().data(), step.parameters().size());
   payload.put_values(step.optimizer_state().data(), step.optimizer_state().size());
 
@@ -228,40 +320,69 @@ void save_checkpoint(const std::string& path, const Step& step, const run_positi
   file.put(detail::crc32(body.data(), body.size()));
   file.put(std::uint64_t(body.size()));
   file.bytes().insert(file.bytes().end(), body.begin(), body.end());
-  detail::write_file_atomically(path, file.bytes());
+  detail::write_file_atomically(path, std::span<const unsigned char>(file.bytes()));
 }
 
-//! Loads a checkpoint saved from the same step type with the same fit_args steps, batch and seed
-//! into `step`, and returns the loop's position. Every field is checked before the step is
-//! touched; a file that is not a checkpoint, of another version, truncated, corrupt, or from
-//! another step type or set-up is refused with a message naming the file and the field.
+//! Loads a checkpoint saved from the same step type with the same fit_args into `step`, and
+//! returns the loop's position. Every field is checked before the step is touched; a file that
+//! is not a checkpoint, of another version, truncated, corrupt, from another step type or set-up,
+//! or holding non-finite values or an impossible run position, is refused with a message naming
+//! the file and the field. `expected` are the caller's settings (see run_setting): each must be
+//! stored with the same value, and the first that is not is named (settings stored but not
+//! expected are not compared).
 template <class Step>
-run_position load_checkpoint(const std::string& path, Step& step) {
+run_position load_checkpoint(const std::string& path,
+                             Step& step,
+                             std::span<const run_setting> expected = {}) {
   using value_type = typename Step::value_type;
-  const std::vector<unsigned char> bytes = detail::read_file(path);
-  if (bytes.size() < detail::checkpoint_header_bytes ||
-      std::memcmp(bytes.data(), detail::checkpoint_magic.data(), 8) != 0)
+  const detail::input_file f(path, path);
+  std::array<unsigned char, detail::checkpoint_header_bytes> head{};
+  const auto got = std::size_t(std::min<std::uint64_t>(f.size(), head.size()));
+  f.read_at(0, head.data(), got, "header");
+  if (got < detail::checkpoint_header_bytes ||
+      std::memcmp(head.data(), detail::checkpoint_magic.data(), 8) != 0)
     fail(path, "header", "a dafuse checkpoint (starting \"DAFUSECK\")",
-         bytes.size() < 8 ? std::to_string(bytes.size()) + " bytes" : "another kind of file");
-  detail::byte_reader header(path, bytes.data() + 8, detail::checkpoint_header_bytes - 8);
+         got < 8 ? std::to_string(got) + " bytes" : "another kind of file");
+  detail::byte_reader header(path, head.data() + 8, detail::checkpoint_header_bytes - 8);
   const auto version = header.get<std::uint32_t>("version");
   if (version != checkpoint_version)
     fail(path, "version", std::to_string(checkpoint_version), std::to_string(version));
   const auto crc = header.get<std::uint32_t>("checksum");
   const auto size = header.get<std::uint64_t>("payload size");
-  const std::size_t stored = bytes.size() - detail::checkpoint_header_bytes;
+  const std::uint64_t stored = f.size() - detail::checkpoint_header_bytes;
   if (size != stored)
     fail(path, "payload size", std::to_string(size) + " bytes",
          std::to_string(stored) +
              (stored < size ? " (the file is truncated)" : " (trailing bytes)"));
-  const unsigned char* body = bytes.data() + detail::checkpoint_header_bytes;
-  if (const std::uint32_t actual = detail::crc32(body, stored); actual != crc)
+  // A payload larger than this step's can be is refused before it is read; its type name (read
+  // alone) says whether it is another model's.
+  const std::uint64_t most =
+      detail::checkpoint_fixed_payload_bytes(step) + detail::checkpoint_max_settings_bytes;
+  if (size > most) {
+    std::uint64_t name_size = 0;
+    if (size >= 8) f.read_at(detail::checkpoint_header_bytes, &name_size, 8, "step type");
+    if (name_size <= 4096 && name_size <= size - 8) {
+      const std::vector<unsigned char> name =
+          f.read_bytes(detail::checkpoint_header_bytes + 8, name_size, "step type");
+      const std::string_view type(reinterpret_cast<const char*>(name.data()), name.size());
+      if (type != detail::type_name<Step>())
+        fail(path, "step type", detail::type_name<Step>(), detail::shown(type));
+    }
+    fail(path, "payload size",
+         "at most " + std::to_string(most) + " bytes (this step's parameters, state and settings)",
+         std::to_string(size));
+  }
+  const std::vector<unsigned char> payload =
+      f.read_bytes(detail::checkpoint_header_bytes, size, "payload");
+  const unsigned char* body = payload.data();
+  if (const std::uint32_t actual = detail::crc32(body, payload.size()); actual != crc)
     fail(path, "checksum", "CRC-32 " + std::to_string(crc) + " as stored",
          std::to_string(actual) + " (the file is corrupt)");
 
-  detail::byte_reader in(path, body, stored);
+  detail::byte_reader in(path, body, payload.size());
   const std::string type = in.get_string("step type");
-  if (type != detail::type_name<Step>()) fail(path, "step type", detail::type_name<Step>(), type);
+  if (type != detail::type_name<Step>())
+    fail(path, "step type", detail::type_name<Step>(), detail::shown(type));
   const auto value_bytes = in.get<std::uint32_t>("value size");
   if (value_bytes != sizeof(value_type))
     fail(path, "value size", std::to_string(sizeof(value_type)), std::to_string(value_bytes));
@@ -283,16 +404,64 @@ run_position load_checkpoint(const std::string& path, Step& step) {
   scale.good_steps = index_t(in.get<std::int64_t>("loss scale steps"));
   if (!(scale.scale > 0) || !std::isfinite(scale.scale))
     fail(path, "loss scale", "a finite value > 0", std::to_string(scale.scale));
+  if (scale.good_steps < 0 || scale.good_steps > step_index)
+    fail(path, "loss scale steps", "a count in [0, " + std::to_string(step_index) + "]",
+         std::to_string(scale.good_steps));
   run_position run;
   run.source_rows = in.get<std::uint64_t>("source rows");
   run.target_rows = in.get<std::uint64_t>("target rows");
   run.best_score = in.get<double>("best score");
   run.best_step = in.get<std::int64_t>("best step");
   run.evaluations_since_best = in.get<std::int64_t>("evaluations since best");
+  run.selected_target_accuracy = in.get<double>("selected target accuracy");
+  run.oracle_target_accuracy = in.get<double>("oracle target accuracy");
+  // The selection state must be one a run could reach: no best yet (step -1, score NaN), or a
+  // best at an evaluated step no later than the checkpoint's, with a finite score.
+  if (run.best_step != -1 && !(run.best_step >= 1 && run.best_step <= step_index))
+    fail(path, "best step", "-1 (none yet) or a step in [1, " + std::to_string(step_index) + "]",
+         std::to_string(run.best_step));
+  if ((run.best_step == -1) != std::isnan(run.best_score) || std::isinf(run.best_score))
+    fail(path, "best score",
+         run.best_step == -1
+             ? "NaN (no best step yet)"
+             : "a finite score (the best step is " + std::to_string(run.best_step) + ")",
+         detail::exact_text(run.best_score));
+  if (run.evaluations_since_best < 0 || run.evaluations_since_best > step_index)
+    fail(path, "evaluations since best", "a count in [0, " + std::to_string(step_index) + "]",
+         std::to_string(run.evaluations_since_best));
+  detail::check_accuracy(path, "selected target accuracy", run.selected_target_accuracy);
+  detail::check_accuracy(path, "oracle target accuracy", run.oracle_target_accuracy);
+
+  const auto count = in.get<std::uint64_t>("settings");
+  if (count > detail::checkpoint_max_settings)
+    fail(path, "settings", "at most " + std::to_string(detail::checkpoint_max_settings),
+         std::to_string(count));
+  std::vector<run_setting> stored_settings(static_cast<std::size_t>(count));
+  for (run_setting& s : stored_settings) {
+    s.name = in.get_string("setting name");
+    s.value = in.get_string("setting value");
+  }
+  // This step's own fit_args first, then the caller's, each in order: the first difference is
+  // named, with the stored text escaped.
+  const auto compare = [&](const run_setting& want, const char* whose) {
+    const auto it = std::find_if(stored_settings.begin(), stored_settings.end(),
+                                 [&](const run_setting& s) { return s.name == want.name; });
+    if (it == stored_settings.end())
+      fail(path, want.name, want.value + " (" + whose + ")", "no such setting in the checkpoint");
+    if (it->value != want.value)
+      fail(path, want.name, want.value + " (" + whose + ")",
+           detail::shown(it->value) + " (the checkpoint's)");
+  };
+  for (const run_setting& s : detail::fit_args_settings(a)) compare(s, "this step's fit_args");
+  for (const run_setting& s : expected) compare(s, "this run's");
+
   const unsigned char* params = in.values<value_type>("parameters", step.parameters().size());
   const unsigned char* state =
       in.values<value_type>("optimizer state", step.optimizer_state().size());
   if (!in.at_end()) fail(path, "payload", "nothing after the optimizer state", "more bytes");
+  detail::check_finite_values<value_type>(path, "parameters", params, step.parameters().size());
+  detail::check_finite_values<value_type>(path, "optimizer state", state,
+                                          step.optimizer_state().size());
 
   // Everything checked: now the step changes.
   std::memcpy(step.parameters().data(), params, step.parameters().size_bytes());

@@ -5,6 +5,7 @@
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/error.hpp>
+#include <dafuse/core/file.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,25 +15,18 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <initializer_list>
 #include <istream>
 #include <limits>
 #include <optional>
 #include <ostream>
 #include <span>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
-
-#if defined(__unix__) || defined(__APPLE__)
-#include <unistd.h>
-#define DAFUSE_CURVES_HAS_FSYNC 1
-#else
-#define DAFUSE_CURVES_HAS_FSYNC 0
-#endif
 
 namespace dafuse {
 
@@ -43,17 +37,13 @@ struct problem {
   std::string field, expected, found;
 };
 
-inline std::string os_reason(int err) {
-  return err != 0 ? std::string(std::strerror(err)) : std::string("unknown reason");
-}
-
-//! `s` in quotes, cut to 60 characters, for error messages about malformed input.
+//! `s` in quotes, cut to 60 characters, control bytes escaped, for error messages about
+//! malformed input.
 inline std::string shown(std::string_view s) {
   constexpr std::size_t most = 60;
-  std::string out = "\"";
-  out.append(s.substr(0, most));
-  if (s.size() > most) out += "...";
-  return out + "\"";
+  std::string out = quoted_bytes(s.substr(0, most), '"');
+  if (s.size() > most) out.insert(out.size() - 1, "...");
+  return out;
 }
 
 //! Shortest decimal text that reads back to the same double (std::to_chars: locale-independent,
@@ -169,34 +159,6 @@ inline std::optional<problem> row_problem(std::span<const double> row,
   return std::nullopt;
 }
 
-//! Writes `content` to `path` + ".tmp", flushes it to the disk and renames it over `path`, so a
-//! crash at any point leaves either the old file or the whole new one, never half of it.
-inline void write_file_atomically(const std::filesystem::path& path, std::string_view content) {
-  const std::string where = path.string();
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  errno = 0;
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr)
-    fail(where, "cannot open " + tmp.string() + " for writing: " + os_reason(errno));
-  int err = 0;
-  if (std::fwrite(content.data(), 1, content.size(), f) != content.size() || std::fflush(f) != 0)
-    err = errno != 0 ? errno : EIO;
-#if DAFUSE_CURVES_HAS_FSYNC
-  if (err == 0 && ::fsync(::fileno(f)) != 0) err = errno;
-#endif
-  if (std::fclose(f) != 0 && err == 0) err = errno != 0 ? errno : EIO;
-  if (err != 0) {
-    std::remove(tmp.c_str());
-    fail(where, "cannot write " + tmp.string() + ": " + os_reason(err));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = errno;
-    std::remove(tmp.c_str());
-    fail(where, "cannot rename " + tmp.string() + " to it: " + os_reason(err));
-  }
-}
-
 }  // namespace detail::curves
 
 //! A table of values recorded during training: fixed named columns, the first "step", one row
@@ -269,10 +231,10 @@ class training_curves {
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     if (!out) fail("training_curves::write_csv", "cannot write to the stream");
   }
-  //! Writes the CSV to `path` through a temporary file in the same directory (see
-  //! detail::curves::write_file_atomically); failures name the path and the system's reason.
+  //! Writes the CSV to `path` through a temporary file of its own in the same directory,
+  //! renamed over `path` (core/file.hpp); failures name the path and the system's reason.
   void write_csv(const std::filesystem::path& path) const {
-    detail::curves::write_file_atomically(path, csv_text());
+    detail::write_file_atomically(path, std::string_view(csv_text()));
   }
 
   //! Reads a table written by write_csv (or by hand: CRLF line ends, a UTF-8 byte-order mark,
@@ -317,15 +279,15 @@ class training_curves {
         fail(where, at + ": " + p->field, p->expected, p->found);
       out->values_.insert(out->values_.end(), row.begin(), row.end());
     }
-    if (in.bad()) fail(where, "cannot read: " + detail::curves::os_reason(errno));
+    if (in.bad()) fail(where, "cannot read: " + detail::os_reason(errno));
     if (!out) fail(where, "line 1", "a header line whose first field is \"step\"", "an empty file");
     return std::move(*out);
   }
-  //! Reads the CSV file at `path`; see the overload above.
+  //! Reads the CSV file at `path` (a regular file, read whole: core/file.hpp); see the overload
+  //! above.
   static training_curves read_csv(const std::filesystem::path& path) {
-    errno = 0;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail(path.string(), "cannot open for reading: " + detail::curves::os_reason(errno));
+    const std::vector<unsigned char> bytes = detail::read_file(path, path.string());
+    std::istringstream in(std::string(bytes.begin(), bytes.end()));
     return read_csv(in, path.string());
   }
 
@@ -360,5 +322,3 @@ class training_curves {
 };
 
 }  // namespace dafuse
-
-#undef DAFUSE_CURVES_HAS_FSYNC

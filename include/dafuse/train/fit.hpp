@@ -4,6 +4,7 @@
 //! stopping, checkpoints, callbacks and profiling.
 #pragma once
 #include <dafuse/config.hpp>
+#include <dafuse/core/crc32.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/profiler.hpp>
 #include <dafuse/data/batcher.hpp>
@@ -21,8 +22,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -123,6 +126,10 @@ struct fit_options {
   index_t checkpoint_every = 0;   //!< 0: only at the end (when `checkpoint` is set)
   std::string best_checkpoint{};  //!< save the best model here whenever it improves
   std::string resume{};           //!< continue from this checkpoint (train/checkpoint.hpp)
+  //! The caller's own settings that change the maths without reaching fit_args or the data (a
+  //! program's preprocessing, say): stored in checkpoints with fit's, and a resumed run must
+  //! give the same ones (the first that differs is named).
+  std::vector<run_setting> run_settings{};
   //! The run has diverged, and stops, at a step whose loss is not finite, or after this many
   //! steps in a row whose update was skipped for non-finite gradients (0: skips never stop it).
   //! An fp16 loss scale skips a few steps while it backs off; a hundred in a row is a run whose
@@ -320,6 +327,7 @@ fit_result train_loop(Step& step,
                       const Data& target,
                       const Data* validation,
                       const fit_options& o,
+                      std::span<const run_setting> settings,
                       MakeBatcher make_batcher,
                       Fill fill) {
   const fit_args& args = step.args();
@@ -338,7 +346,7 @@ fit_result train_loop(Step& step,
 
   run_position position{std::uint64_t(row_count(source)), std::uint64_t(row_count(target))};
   if (!o.resume.empty()) {
-    const run_position stored = load_checkpoint(o.resume, step);
+    const run_position stored = load_checkpoint(o.resume, step, settings);
     if (stored.source_rows != position.source_rows)
       fail(o.resume, "source rows", std::to_string(position.source_rows) + " (this run's source)",
            std::to_string(stored.source_rows));
@@ -353,6 +361,8 @@ fit_result train_loop(Step& step,
   r.selected_by = o.selector;
   r.best_step = index_t(position.best_step);
   r.best_score = position.best_score;
+  r.selected_target_accuracy = position.selected_target_accuracy;
+  r.oracle_target_accuracy = position.oracle_target_accuracy;
   std::optional<evaluator<Step, Data>> scorer;
   if (o.eval_every > 0) scorer.emplace(validation, target, o);
   std::vector<typename Step::value_type> best_parameters;
@@ -386,7 +396,7 @@ fit_result train_loop(Step& step,
       r.diverged_at = t;
       if (!o.checkpoint.empty()) {
         profile_scope saving(o.profile, phase::checkpoint);
-        save_checkpoint(o.checkpoint, step, position);
+        save_checkpoint(o.checkpoint, step, position, settings);
       }
       break;
     }
@@ -398,24 +408,25 @@ fit_result train_loop(Step& step,
     if (o.eval_every > 0 && (t % o.eval_every == 0 || last || stop)) {
       profile_scope timing(o.profile, phase::evaluation);
       evaluation e = scorer->evaluate(step, t);
+      if (std::isfinite(e.target_accuracy) && !(e.target_accuracy <= r.oracle_target_accuracy))
+        r.oracle_target_accuracy = position.oracle_target_accuracy = e.target_accuracy;
       if (improves(o.selector, e.selection_score, position.best_score)) {
         e.best = true;
         position.best_score = e.selection_score;
         position.best_step = t;
         position.evaluations_since_best = 0;
         r.selected_target_accuracy = e.target_accuracy;
+        position.selected_target_accuracy = e.target_accuracy;
         if (o.restore_best)
           best_parameters.assign(step.parameters().begin(), step.parameters().end());
         if (!o.best_checkpoint.empty()) {
           timing.stop();
           profile_scope saving(o.profile, phase::checkpoint);
-          save_checkpoint(o.best_checkpoint, step, position);
+          save_checkpoint(o.best_checkpoint, step, position, settings);
         }
       } else {
         ++position.evaluations_since_best;
       }
-      if (std::isfinite(e.target_accuracy) && !(e.target_accuracy <= r.oracle_target_accuracy))
-        r.oracle_target_accuracy = e.target_accuracy;
       r.evaluations.push_back(e);
       for (fit_callback* c : o.callbacks) c->on_evaluation(r.evaluations.back());
       if (o.patience > 0 && position.evaluations_since_best >= o.patience) stop = true;
@@ -423,7 +434,7 @@ fit_result train_loop(Step& step,
     if (!o.checkpoint.empty() &&
         ((o.checkpoint_every > 0 && t % o.checkpoint_every == 0) || last || stop)) {
       profile_scope saving(o.profile, phase::checkpoint);
-      save_checkpoint(o.checkpoint, step, position);
+      save_checkpoint(o.checkpoint, step, position, settings);
     }
     if (stop) {
       r.stopped_early = !last;
@@ -441,7 +452,7 @@ fit_result train_loop(Step& step,
       r.restored_best = true;
     } else if (!o.best_checkpoint.empty()) {
       // The best model predates this call (a resumed run): it is in the best checkpoint.
-      load_checkpoint(o.best_checkpoint, step);
+      load_checkpoint(o.best_checkpoint, step, settings);
       r.restored_best = true;
     }
   }
@@ -449,6 +460,32 @@ fit_result train_loop(Step& step,
   if (target.has_labels()) r.target_accuracy = accuracy(step, target);
   r.parameters.assign(step.parameters().begin(), step.parameters().end());
   return r;
+}
+
+//! CRC-32 of the bytes of `v`, continuing from `crc`.
+template <class T>
+std::uint32_t crc_of(const std::vector<T>& v, std::uint32_t crc) {
+  return crc32(reinterpret_cast<const unsigned char*>(v.data()), v.size() * sizeof(T), crc);
+}
+
+//! "2000 rows x 256, labelled, CRC-32 1a2b3c4d": a data set's shape and a checksum of its values
+//! and labels, which another data set of the same shape matches by chance with odds of 2^-32.
+inline std::string data_fingerprint(const data::dataset& d) {
+  const std::uint32_t crc = crc_of(d.labels, crc_of(d.features, 0));
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%08x", unsigned(crc));
+  return std::to_string(d.rows) + " rows x " + std::to_string(d.width) +
+         (d.has_labels() ? ", labelled" : ", unlabelled") + ", CRC-32 " + hex;
+}
+inline std::string data_fingerprint(const data::sparse_dataset& d) {
+  const data::csr_matrix& m = d.features;
+  const std::uint32_t crc =
+      crc_of(d.labels, crc_of(m.values, crc_of(m.indices, crc_of(m.indptr, 0))));
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%08x", unsigned(crc));
+  return std::to_string(m.rows) + " rows x " + std::to_string(m.cols) + " (CSR, " +
+         std::to_string(m.nnz()) + " non-zeros)" +
+         (d.has_labels() ? ", labelled" : ", unlabelled") + ", CRC-32 " + hex;
 }
 
 //! Refuses a data set of the other domain in `role` ("source", "target", "validation"): swapped
@@ -480,6 +517,26 @@ void check_fit_data(const Data& source, const Data& target, const Data* validati
   }
 }
 
+//! What a resumed run must share with the checkpoint's besides fit_args (train/checkpoint.hpp):
+//! the caller's settings, the options that decide which rows train and how models are scored,
+//! and a fingerprint of each data set (its shape and a CRC-32 of its values and labels, as
+//! passed in, before any split). Only computed when checkpoints are written or read.
+template <class Data>
+std::vector<run_setting> run_settings(const fit_options& o,
+                                      const Data& source,
+                                      const Data& target,
+                                      const Data* validation) {
+  if (o.checkpoint.empty() && o.best_checkpoint.empty() && o.resume.empty()) return {};
+  std::vector<run_setting> s = o.run_settings;
+  s.push_back({"fit_options.validation_fraction", exact_text(o.validation_fraction)});
+  s.push_back({"fit_options.selector", std::string(select::name(o.selector))});
+  s.push_back({"fit_options.validator_rows", std::to_string(o.validator_rows)});
+  s.push_back({"source data", data_fingerprint(source)});
+  s.push_back({"target data", data_fingerprint(target)});
+  if (validation) s.push_back({"validation data", data_fingerprint(*validation)});
+  return s;
+}
+
 //! fit on dense or sparse data, with the validation rows given or split off by the options.
 template <class Step, class Data>
 fit_result fit_on(Step& step,
@@ -488,6 +545,13 @@ fit_result fit_on(Step& step,
                   const Data* validation,
                   const fit_options& o) {
   const fit_args& args = step.args();
+  // Before the split, so that a bad label is reported at its row of the set passed in (a split
+  // part's rows are numbered anew).
+  check_domain(source, data::domain::source, "source");
+  check_domain(target, data::domain::target, "target");
+  data::check_width(source, Step::input_width);
+  data::check_labels(source, Step::class_count);
+  const std::vector<run_setting> settings = run_settings(o, source, target, validation);
   std::optional<data::split_sets<Data>> split;
   const Data* train = &source;
   if (o.validation_fraction != 0) {
@@ -501,7 +565,7 @@ fit_result fit_on(Step& step,
   check_fit_data<Step>(*train, target, validation);
   if constexpr (std::is_same_v<Data, data::sparse_dataset>) {
     return train_loop(
-        step, *train, target, validation, o,
+        step, *train, target, validation, o, settings,
         [&](std::uint64_t first) {
           return data::sparse_batcher(*train, target, args.batch, args.seed,
                                       Step::draws_target_rows, first);
@@ -510,7 +574,7 @@ fit_result fit_on(Step& step,
   } else {
     using batcher_type = data::batcher<typename Step::loader_type, typename Step::system_type>;
     return train_loop(
-        step, *train, target, validation, o,
+        step, *train, target, validation, o, settings,
         [&](std::uint64_t first) -> batcher_type {
           return batcher_type(*train, target, args.batch, args.seed, Step::draws_target_rows,
                               first);

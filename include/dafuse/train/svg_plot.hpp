@@ -4,6 +4,7 @@
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/error.hpp>
+#include <dafuse/core/file.hpp>
 #include <dafuse/train/curves.hpp>
 
 #include <algorithm>
@@ -552,7 +553,7 @@ inline void write_svg(const training_curves& curves,
 inline void write_svg(const training_curves& curves,
                       const std::filesystem::path& path,
                       const svg_layout& layout = {}) {
-  detail::curves::write_file_atomically(path, detail::curves::svg_text(curves, layout));
+  detail::write_file_atomically(path, std::string_view(detail::curves::svg_text(curves, layout)));
 }
 
 }  // namespace dafuse
