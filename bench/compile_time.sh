@@ -42,8 +42,12 @@ for cxx in "${compilers[@]}"; do
     printf '| %s | one step %s | %s | %s | |\n' "$name" "$o" "$s" "$m"
   done
   total=0; peak=0
+  # jit.cpp reads the paths and flags Meson configures; any values compile the same code.
+  for v in CXX CXXFLAGS SOURCE_INCLUDE SOURCE_APP INSTALLED_INCLUDE INSTALLED_APP INSTALLED_BIN; do
+    echo "#define DAFUSE_TRAIN_$v \"\""
+  done >"$out/jit_config.hpp"
   for tu in "$root"/apps/dafuse_train/*.cpp; do
-    read -r s m < <(measure "$cxx" "${flags[@]}" -O3 -c "$tu" -o "$out/tu.o")
+    read -r s m < <(measure "$cxx" "${flags[@]}" -I "$out" -O3 -c "$tu" -o "$out/tu.o")
     total=$(awk -v a="$total" -v b="$s" 'BEGIN {printf "%.2f", a + b}')
     [ "$m" -gt "$peak" ] && peak=$m
   done

@@ -82,6 +82,11 @@ config parse(int argc, char** argv) {
       c.quiet = true;
       continue;
     }
+    if (arg == "--sparse") {
+      c.network.sparse = true;
+      c.network_policies_given = true;
+      continue;
+    }
     if (arg.substr(0, 2) != "--")
       throw usage_error("unexpected argument '" + std::string(arg) +
                         "' (options start with --; see --help)");
@@ -89,7 +94,21 @@ config parse(int argc, char** argv) {
     const std::string value = argv[++i];
     if (arg == "--model")
       c.model = value;
-    else if (arg == "--source")
+    else if (arg == "--features")
+      c.network.features = parse_module("--features", value);
+    else if (arg == "--classifier")
+      c.network.classifier = parse_module("--classifier", value);
+    else if (arg == "--discriminator")
+      c.network.discriminator = parse_module("--discriminator", value);
+    else if (arg == "--network") {
+      read_network_file(value, c.network);  // later words win, the file's or the options'
+      c.network_policies_given = true;
+    } else if (arg == "--precision" || arg == "--clip" || arg == "--head") {
+      (arg == "--precision" ? c.network.precision
+       : arg == "--clip"    ? c.network.clip
+                            : c.network.head) = value;
+      c.network_policies_given = true;
+    } else if (arg == "--source")
       c.source = value;
     else if (arg == "--source-labels")
       c.source_labels = value;
@@ -145,6 +164,10 @@ config parse(int argc, char** argv) {
       c.json = value;
     else if (arg == "--curves")
       c.curves = value;
+    else if (arg == "--save-model")
+      c.save_model = value;
+    else if (arg == "--predictions")
+      c.predictions = value;
     else if (arg == "--curve-every")
       c.curve_every = to_long(arg, value, 1);
     else if (arg == "--threads")
@@ -155,7 +178,19 @@ config parse(int argc, char** argv) {
       throw usage_error("unknown option '" + std::string(arg) + "' (see --help)");
   }
   if (c.help || c.list) return c;
-  if (c.model.empty()) throw usage_error("--model: expected a model name (see --list)");
+  if (c.network.given()) {
+    if (!c.model.empty())
+      throw usage_error(
+          "--model: expected either a registry model or a network (--features, "
+          "--network), found both");
+    complete_network(c.network);
+  } else if (c.network_policies_given) {
+    throw usage_error(
+        "--sparse, --precision, --clip and --head: expected with a network of "
+        "your own (--features ...); a registry model has its policies (--list)");
+  } else if (c.model.empty()) {
+    throw usage_error("--model: expected a model name (see --list), or a network (--features)");
+  }
   if (c.source.empty()) throw usage_error("--source: expected the source features");
   if (c.target.empty()) throw usage_error("--target: expected the target features");
   if (!(c.validation_fraction >= 0 && c.validation_fraction < 1))
@@ -172,6 +207,7 @@ config parse(int argc, char** argv) {
 
 std::string usage() {
   return R"(usage: dafuse-train --model NAME --source X --source-labels Y --target X [options]
+       dafuse-train --features 256,128 --classifier 128,10 --source X ... [options]
 
 Trains one DANN-style set-up from the registry (--list) on NPY data, with evaluation,
 label-free model selection, checkpoints and profiling, and reports what happened.
@@ -187,6 +223,17 @@ Data
   --target-test-labels Y  its int32 labels (default for a CSR prefix: P_labels.npy)
   --preprocess A[,B]    transforms in order: none, standardize, l2, log1p, binarize
                         (dense: standardize is fitted on the source; CSR: l2, log1p, binarize)
+
+A network of any width instead of --model (compiled once, then cached; docs/cli.md)
+  --features W0,W1,...[:ACT]  G_f: input width first; ACT after every layer (default relu):
+                        identity, relu, leaky_relu, leaky_relu=SLOPE, sigmoid, tanh
+  --classifier W0,...,C[:ACT]  G_y: W0 = G_f's output, C classes; ACT after hidden layers
+  --discriminator W0,...,1[:ACT]  G_d (default: one linear layer from G_f's output)
+  --sparse              G_f reads CSR rows
+  --precision P         fp32 (default), bf16, fp16 (dynamic loss scale)
+  --clip C              none (default), global_norm (--max-grad-norm)
+  --head H              dann (default), source_only, cdan, cdan_e
+  --network FILE        the same as lines "features = 256,128:relu" ('#' comments)
 
 Training (absent: the model's defaults, shown by --list; lr > 0, momentum, lambda >= 0)
   --steps N  --batch B  --lr X  --momentum X  --lambda-max X  --max-grad-norm X  --seed S
@@ -217,6 +264,10 @@ Output
   --json FILE           write the configuration and every result as JSON
   --curves PREFIX       write PREFIX.csv and PREFIX.svg (losses, accuracies, lambda, validators)
   --curve-every N       steps per curve point (default: about 500 points)
+  --save-model FILE     write the selected model as a model file (.npz: weights by module and
+                        layer, torch.nn.Linear layout, and architecture.json; docs/training.md)
+  --predictions FILE    write the selected model's class of each target test row (--target-test)
+                        or, without a test set, of each target row (int32 NPY)
   --quiet               no progress bar or lines
   --list                list the models
   --help                this text

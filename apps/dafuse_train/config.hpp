@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // dafuse-train's command line: every option, its default, and the parser that checks them.
 #pragma once
+#include "network.hpp"
+
 #include <dafuse/select/validator.hpp>
 
 #include <cstdint>
@@ -18,9 +20,13 @@ struct usage_error : std::runtime_error {
 
 //! Everything one run reads from the command line.
 struct config {
-  std::string model;                  //!< registry name (--model)
-  std::string source, source_labels;  //!< features (NPY, or a CSR prefix) and labels
-  std::string target, target_labels;  //!< target labels are optional and only reported
+  std::string model;  //!< registry name (--model)
+  //! A network of any width (--features, --classifier, --discriminator, --sparse, --precision,
+  //! --clip, --head, --network FILE) instead of a registry model: compiled once (jit.hpp).
+  network_text network;
+  bool network_policies_given = false;  //!< --sparse, --precision, --clip or --head was given
+  std::string source, source_labels;    //!< features (NPY, or a CSR prefix) and labels
+  std::string target, target_labels;    //!< target labels are optional and only reported
   //! A labelled target test set (--target-test, --target-test-labels): never trained on, only
   //! reported, with the model the run ends with.
   std::string target_test, target_test_labels;
@@ -43,10 +49,12 @@ struct config {
   long checkpoint_every = 0;
   bool profile = false;
   std::string trace, json, curves;
-  long curve_every = 0;  //!< 0: about 500 points over the run
-  long stop_after = 0;   //!< stop (as if interrupted) once this many steps are done
-  long threads = 0;      //!< OpenMP threads (0: OpenMP's default)
-  bool quiet = false;    //!< no progress output
+  std::string save_model;   //!< write the selected model here (a model file, train/model_file.hpp)
+  std::string predictions;  //!< write the selected model's classes of the target (test) rows
+  long curve_every = 0;     //!< 0: about 500 points over the run
+  long stop_after = 0;      //!< stop (as if interrupted) once this many steps are done
+  long threads = 0;         //!< OpenMP threads (0: OpenMP's default)
+  bool quiet = false;       //!< no progress output
   bool help = false, list = false;
 };
 

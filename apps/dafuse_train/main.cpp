@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// dafuse-train: trains a registry model on NPY data from the command line (--help).
-// Exit status: 0 done, 1 a run-time error (bad data, I/O, memory), 2 a bad command line, 3 a
-// run that diverged.
+// dafuse-train: trains a registry model, or a network given on the command line, on NPY data
+// (--help). Exit status: 0 done, 1 a run-time error (bad data, I/O, memory), 2 a bad command
+// line (or a network that does not compile), 3 a run that diverged.
 #include "config.hpp"
+#include "jit.hpp"
 #include "registry.hpp"
 
 #include <dafuse/core/error.hpp>
@@ -39,6 +40,13 @@ int main(int argc, char** argv) {
       list_models();
       return 0;
     }
+    if (c.network.given()) {
+      const std::string type = dafuse_train::step_type_text(c.network);
+      if (const dafuse_train::compiled_entry* e = dafuse_train::compiled_network();
+          e && e->step_type == type)
+        return e->model.run(c, e->model);
+      dafuse_train::run_network_program(c.network, type, argv);
+    }
     for (const dafuse_train::model_entry& m : dafuse_train::all_models())
       if (m.name == c.model) return m.run(c, m);
     std::string names;
@@ -46,6 +54,9 @@ int main(int argc, char** argv) {
       names.append(names.empty() ? "" : ", ").append(m.name);
     throw dafuse_train::usage_error("--model: expected one of " + names + ", found '" + c.model +
                                     "'");
+  } catch (const dafuse_train::network_error& e) {
+    std::fprintf(stderr, "dafuse-train: %s\n", e.what());
+    return 2;
   } catch (const dafuse_train::usage_error& e) {
     std::fprintf(stderr, "dafuse-train: %s\n", e.what());
     return 2;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // dafuse-train's registry: the step types compiled into the program, by name. Each family of
-// networks lives in its own translation unit (models_*.cpp), so they compile in parallel.
+// networks lives in its own translation unit (models_*.cpp), so they compile in parallel; a
+// network given on the command line is compiled into a program of its own (jit.hpp).
 #pragma once
 #include "config.hpp"
 
@@ -31,17 +32,22 @@ struct model_entry {
   int (*run)(const config&, const model_entry&);  //!< loads the data, trains, reports
 };
 
+//! A network given on the command line, compiled into a program of its own (jit.cpp).
+struct compiled_entry {
+  model_entry model;
+  std::string_view step_type;  //!< the step type's C++ (step_type_text)
+};
+
 //! The models of each family (defined in models_*.cpp).
 std::span<const model_entry> digits_models();
 std::span<const model_entry> moons_models();
 std::span<const model_entry> amazon_models();
 
-//! Every model, in --list order.
-inline std::vector<model_entry> all_models() {
-  std::vector<model_entry> all;
-  for (auto family : {digits_models(), moons_models(), amazon_models()})
-    all.insert(all.end(), family.begin(), family.end());
-  return all;
-}
+//! Every model, in --list order (registry.cpp).
+std::vector<model_entry> all_models();
+
+//! The network given on the command line that this program was compiled for (jit.cpp), or
+//! nullptr in dafuse-train itself.
+const compiled_entry* compiled_network();
 
 }  // namespace dafuse_train

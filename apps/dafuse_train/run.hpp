@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -360,6 +361,37 @@ class reporter final : public df::fit_callback {
   std::chrono::steady_clock::time_point start_, last_draw_{};
 };
 
+//! Keeps the model of the step at its best evaluation (the one the validator selected): what
+//! --save-model and --predictions write.
+template <class Step>
+class selected_model final : public df::fit_callback {
+ public:
+  explicit selected_model(const Step& step) : step_(step) {}
+
+  void on_evaluation(const df::evaluation& e) override {
+    if (!e.best) return;
+    model_ = df::model_of(step_);
+    step_index_ = long(e.step);
+  }
+
+  //! The selected model, or (none selected in this call: a resumed run whose best came before
+  //! it) the step's own; `what` says which.
+  df::model<typename Step::net_type> get(std::string& what) const {
+    if (model_) {
+      what = "the selected model, step " + std::to_string(step_index_);
+      return *model_;
+    }
+    what = "the last step's model, step " + std::to_string(step_.step_index()) +
+           ": no model was selected in this call";
+    return df::model_of(step_);
+  }
+
+ private:
+  const Step& step_;
+  std::optional<df::model<typename Step::net_type>> model_;
+  long step_index_ = -1;
+};
+
 //! The report's format: raise it when a field changes meaning or goes away (adding one does not).
 inline constexpr int json_format_version = 2;
 
@@ -409,7 +441,8 @@ void write_json(const std::string& path,
        ", \"restore_best\": " + (o.restore_best ? "true" : "false") +
        ", \"checkpoint\": " + json_string(o.checkpoint) +
        ", \"best_checkpoint\": " + json_string(o.best_checkpoint) +
-       ", \"resume\": " + json_string(o.resume) +
+       ", \"resume\": " + json_string(o.resume) + ", \"save_model\": " + json_string(c.save_model) +
+       ", \"predictions\": " + json_string(c.predictions) +
        ", \"threads\": " + std::to_string(threads_in_use()) + "},\n";
   j += "  \"data\": {\"source_rows\": " + std::to_string(rows(d.source)) +
        ", \"trained_source_rows\": " + std::to_string(outcome.trained_source_rows) +
@@ -568,6 +601,8 @@ int run_model(const config& c, const model_entry& m) {
   }
   activity() = "allocating the step for --batch " + std::to_string(args.batch);
   Step step(args);
+  selected_model<Step> selected(step);
+  if (!c.save_model.empty() || !c.predictions.empty()) o.callbacks.push_back(&selected);
   activity() = "training";
   const df::fit_result r = df::fit(step, d.source, d.target, o);
   report.finish();
@@ -599,6 +634,26 @@ int run_model(const config& c, const model_entry& m) {
                 r.restored_best ? "selected" : "last step's");
   }
   if (r.stopped_early) std::printf("stopped early at step %ld\n", long(step.step_index()));
+  if (!c.save_model.empty() || !c.predictions.empty()) {
+    std::string what;
+    const df::model<typename Step::net_type> m = selected.get(what);
+    if (!c.save_model.empty()) {
+      df::save_model(c.save_model, m);
+      std::printf("model file: %s (%s)\n", c.save_model.c_str(), what.c_str());
+    }
+    if (!c.predictions.empty()) {
+      const Data& rows = d.target_test ? *d.target_test : d.target;
+      std::vector<std::int32_t> classes(std::size_t(df::detail::row_count(rows)));
+      if constexpr (Step::sparse_input)
+        m.predict(df::data::sparse_columns(rows.features), classes.data());
+      else
+        m.predict(rows.features.data(), rows.rows, classes.data());
+      df::data::save_npy<std::int32_t>(c.predictions, {classes.size()},
+                                       std::span<const std::int32_t>(classes));
+      std::printf("predictions: %s (%zu %s rows, %s)\n", c.predictions.c_str(), classes.size(),
+                  d.target_test ? "target test" : "target", what.c_str());
+    }
+  }
   if (c.profile) std::printf("%s", prof.summary().c_str());
   activity() = "writing the outputs";
   if (!c.trace.empty()) prof.write_chrome_trace(c.trace);

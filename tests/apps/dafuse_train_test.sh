@@ -3,7 +3,7 @@
 # data (exit 1) with a message naming the option or file, then a short real run whose JSON,
 # curves, trace and checkpoints are checked, a resume from its checkpoint, a run that diverges
 # (exit 3), the row counts, selection without held-out rows, the versioned JSON, the plot's
-# marker and panels, and a target test set.
+# marker and panels, a target test set, and networks of any width (compiled once, cached).
 # Usage: dafuse_train_test.sh PATH/TO/dafuse-train SHARED_DATA_DIR
 set -uo pipefail
 exe=$1
@@ -58,6 +58,68 @@ expect 1 "$work/text.npy" -- --model moons-dann --source "$work/text.npy" \
   --source-labels "$work/text.npy" --target "$work/text.npy"
 expect 1 "expected a CSR prefix" -- --model amazon-dann --source "$work/text.npy" \
   --target "$work/text.npy"
+
+# Networks of any width: refused descriptions (exit 2, nothing compiled), then a network compiled
+# once into the cache and run on the digits shipped in data/, a second run from the cache, and
+# the same network from a --network file.
+net=(--features 256,64:tanh --classifier 64,32,10:leaky_relu=0.1 --discriminator 64,16,1:sigmoid)
+expect 2 "--features: expected widths W0,W1,... (integers in [1, 1000000])" -- \
+  --features 256,abc --classifier 64,10 --source a.npy --target b.npy
+expect 2 "--features activation: expected one of identity, relu, leaky_relu, sigmoid, tanh, found 'swish'" \
+  -- --features 256,64:swish --classifier 64,10 --source a.npy --target b.npy
+expect 2 "--classifier: expected the input width 64 (G_f's output), found 32" -- \
+  --features 256,64 --classifier 32,10 --source a.npy --target b.npy
+expect 2 "--classifier: expected at least 2 classes" -- --features 256,64 --classifier 64,1 \
+  --source a.npy --target b.npy
+expect 2 "--discriminator: expected one output (the domain logit), found 2" -- \
+  --features 256,64 --classifier 64,10 --discriminator 64,2 --source a.npy --target b.npy
+expect 2 "--discriminator: expected the input width 640 (G_f's output × the classes" -- \
+  --features 256,64 --classifier 64,10 --discriminator 64,1 --head cdan --source a.npy \
+  --target b.npy
+expect 2 "--classifier: a single layer has no hidden layer to activate" -- \
+  --features 256,64 --classifier 64,10:tanh --source a.npy --target b.npy
+expect 2 "--head: expected one of dann, source_only, cdan, cdan_e, found 'mmd'" -- \
+  --features 256,64 --classifier 64,10 --head mmd --source a.npy --target b.npy
+expect 2 "--features: expected leaky_relu=SLOPE with a finite SLOPE > 0" -- \
+  --features 256,64:leaky_relu=-1 --classifier 64,10 --source a.npy --target b.npy
+expect 2 "--model: expected either a registry model or a network" -- --model digits-dann \
+  "${net[@]}" --source a.npy --target b.npy
+expect 2 "--sparse, --precision, --clip and --head: expected with a network of your own" -- \
+  --model digits-dann --precision bf16 --source a.npy --target b.npy
+printf 'features = 256,64\nwidth = 3\n' >"$work/bad.net"
+expect 2 "$work/bad.net:2: expected a key features, classifier" -- --network "$work/bad.net" \
+  --source a.npy --target b.npy
+
+shipped=$(cd "$(dirname "$0")/../.." && pwd)/data/jda_mnist_usps
+digits=(--source "$shipped/mnist_images.npy" --source-labels "$shipped/mnist_labels.npy"
+        --target "$shipped/usps_images.npy" --target-labels "$shipped/usps_labels.npy"
+        --steps 60 --eval-every 30 --seed 4 --quiet)
+export DAFUSE_TRAIN_CACHE=$work/cache
+expect 0 "dafuse-train: compiling this network's step (once; cached in $work/cache)" -- \
+  "${net[@]}" "${digits[@]}" --json "$work/custom.json"
+first=$("$exe" "${net[@]}" "${digits[@]}" 2>&1)
+if grep -q "compiling" <<<"$first" || ! grep -q "model custom: 60 steps" <<<"$first"; then
+  echo "FAIL: the second run of a network did not run from the cache:"
+  sed 's/^/  | /' <<<"$first" | head -20
+  failures=$((failures + 1))
+fi
+grep -q '"description": "256-64 tanh, 10 classes (64-32-10 leaky_relu(0.1)), 64-16-1 sigmoid discriminator; fp32, none clip, dann"' \
+  "$work/custom.json" || { echo "FAIL: the JSON does not describe the network";
+                             grep -o '"model": {[^}]*}' "$work/custom.json";
+                             failures=$((failures + 1)); }
+printf '# the same network as a file\nfeatures = 256,64:tanh\nclassifier = 64,32,10:leaky_relu=0.1\ndiscriminator = 64,16,1:sigmoid\n' \
+  >"$work/custom.net"
+from_file=$("$exe" --network "$work/custom.net" "${digits[@]}" 2>&1)
+if [ "$(grep -v compiling <<<"$from_file" | grep '^target accuracy')" != \
+     "$(grep '^target accuracy' <<<"$first")" ] || grep -q compiling <<<"$from_file"; then
+  echo "FAIL: the network from a file is not the same cached program and run:"
+  sed 's/^/  | /' <<<"$from_file" | head -20
+  failures=$((failures + 1))
+fi
+[ "$(ls "$work/cache" | grep -c '^network-[0-9a-f]*$')" -eq 1 ] ||
+  { echo "FAIL: the cache holds other than one program:"; ls "$work/cache";
+    failures=$((failures + 1)); }
+unset DAFUSE_TRAIN_CACHE
 
 mnist=$data/jda_mnist_usps
 if [ ! -f "$mnist/mnist_images.npy" ]; then

@@ -4,7 +4,7 @@
 # subproject; a Make project through pkg-config against an installed dafuse; CMake through
 # FetchContent of the source tree and through find_package of an installed dafuse moved to another
 # prefix (both package files find the headers from their own place). Also checks that Meson and
-# CMake install the same files, and that `meson install` installs dafuse-train.
+# CMake install the same files, and that `meson install` installs dafuse-train (with its sources).
 set -euo pipefail
 src=$(cd "$1" && pwd)
 # The C++ compiler every build here uses (Meson, Make and CMake all read CXX).
@@ -68,4 +68,7 @@ echo "== meson install installs dafuse-train"
 meson setup "$work/cli-build" "$src" -Dtests=disabled --prefix "$work/cli-prefix" >/dev/null
 meson introspect --installed "$work/cli-build" | grep -q '"[^"]*/bin/dafuse-train"' \
   || fail "meson install would not install bin/dafuse-train"
+# with the sources it compiles a network given on its command line from (docs/cli.md).
+meson introspect --installed "$work/cli-build" | grep -q '"[^"]*/share/dafuse/dafuse-train/run.hpp"' \
+  || fail "meson install would not install dafuse-train's sources for its networks"
 echo "consumer: all builds passed"

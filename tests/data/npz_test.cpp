@@ -106,8 +106,9 @@ TEST_CASE("npz: refuses what it cannot read exactly, naming the file and member"
   }
   SUBCASE("truncated: the end record is gone") {
     const std::string e = message_for(bytes(file.begin(), file.end() - 10));
-    CHECK(e == where + ": end of central directory: expected a ZIP archive (numpy.savez), found "
-                       "no end record (not a ZIP file, or truncated)");
+    CHECK(e == where +
+                   ": end of central directory: expected a ZIP archive (numpy.savez), found "
+                   "no end record (not a ZIP file, or truncated)");
   }
   SUBCASE("truncated in the data, end record kept") {
     // Drop bytes from the first member: every offset after it now points past its structure.
@@ -123,8 +124,7 @@ TEST_CASE("npz: refuses what it cannot read exactly, naming the file and member"
     CHECK(message_for({}).find("of at least 22 bytes, found 0 bytes") != std::string::npos);
   }
   SUBCASE("a missing file") {
-    const std::string e =
-        error_message([&] { (void)dafuse::data::load_npz(tmp / "absent.npz"); });
+    const std::string e = error_message([&] { (void)dafuse::data::load_npz(tmp / "absent.npz"); });
     CHECK(e.find((tmp / "absent.npz").string()) != std::string::npos);
   }
   // Every prefix of the file is refused with a message, never read past its end (ASan).

@@ -82,7 +82,8 @@ TEST_CASE("model: dense logits and classes equal a naive forward pass in double"
 
   std::vector<float> z(std::size_t(rows * dense_net::class_count));
   m.logits(x.data(), rows, z.data());
-  for (std::size_t i = 0; i < z.size(); ++i) CHECK(double(z[i]) == doctest::Approx(ref[i]).epsilon(1e-4));
+  for (std::size_t i = 0; i < z.size(); ++i)
+    CHECK(double(z[i]) == doctest::Approx(ref[i]).epsilon(1e-4));
 
   std::vector<std::int32_t> classes(std::size_t(rows), -1);
   m.predict(x.data(), rows, classes.data());
@@ -113,7 +114,8 @@ TEST_CASE("model: sparse input equals the dense forward pass of the same rows") 
   const std::vector<double> ref = reference_logits(m, dense, rows);
   std::vector<float> z(std::size_t(rows * sparse_net::class_count));
   m.logits(view, z.data());
-  for (std::size_t i = 0; i < z.size(); ++i) CHECK(double(z[i]) == doctest::Approx(ref[i]).epsilon(1e-4));
+  for (std::size_t i = 0; i < z.size(); ++i)
+    CHECK(double(z[i]) == doctest::Approx(ref[i]).epsilon(1e-4));
   std::vector<std::int32_t> classes(std::size_t(rows), -1);
   m.predict(view, classes.data());
   CHECK(check_classes(ref, sparse_net::class_count, classes) > rows * 9 / 10);
@@ -121,12 +123,21 @@ TEST_CASE("model: sparse input equals the dense forward pass of the same rows") 
   SUBCASE("a feature index out of range is refused, naming the sample") {
     indices[std::size_t(offsets[3])] = width;
     const std::string e = df::test::error_message([&] { m.predict(view, classes.data()); });
-    CHECK(e == "dafuse: model::logits: sparse rows: expected feature indices in [0, 40), found 40 "
-               "in sample 3");
+    CHECK(e ==
+          "dafuse: model::logits: sparse rows: expected feature indices in [0, 40), found 40 "
+          "in sample 3");
+  }
+  SUBCASE("decreasing offsets are refused, naming the sample") {
+    REQUIRE(offsets[5] < offsets[6]);
+    std::swap(offsets[5], offsets[6]);
+    CHECK(df::test::error_message([&] { m.predict(view, classes.data()); }) ==
+          "dafuse: model::logits: sparse rows: expected non-decreasing offsets, found offsets[6] "
+          "= " +
+              std::to_string(offsets[6]) + " < offsets[5] = " + std::to_string(offsets[5]));
   }
   SUBCASE("rows of another width are refused") {
-    const df::sparse_matrix_view<const float> narrow{offsets.data(), indices.data(),
-                                                     values.data(), width - 1, rows};
+    const df::sparse_matrix_view<const float> narrow{offsets.data(), indices.data(), values.data(),
+                                                     width - 1, rows};
     CHECK(df::test::error_message([&] { m.predict(narrow, classes.data()); }) ==
           "dafuse: model::logits: sparse rows: expected 40 features, found 39");
   }

@@ -61,6 +61,20 @@ TEST_CASE("two fits with one seed give bitwise identical weights") {
   CHECK(df::fit<dann_step>(s, t, other).parameters != a.parameters);
 }
 
+TEST_CASE("fit without options trains what fit with default options does, bit for bit") {
+  // fit(step, source, target) runs the loop without compiling the options' code (train_loop).
+  const auto s = blobs(df::data::domain::source, 0, 120),
+             t = blobs(df::data::domain::target, 0.3f, 90);
+  const df::fit_result plain = df::fit<dann_step>(s, t, args);
+  const df::fit_result with_options = df::fit<dann_step>(s, t, args, df::fit_options{});
+  CHECK(plain.parameters == with_options.parameters);
+  CHECK(plain.steps == with_options.steps);
+  CHECK(plain.source_accuracy == with_options.source_accuracy);
+  CHECK(plain.target_accuracy == with_options.target_accuracy);
+  CHECK(plain.evaluations.empty());
+  CHECK(plain.best_step == with_options.best_step);
+}
+
 TEST_CASE("fit learns a separable problem and reports accuracy, steps and time") {
   const auto s = blobs(df::data::domain::source, 0, 120),
              t = blobs(df::data::domain::target, 0.2f, 90);

@@ -15,6 +15,7 @@
 #include <thrust/copy.h>
 #include <thrust/fill.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -94,7 +95,10 @@ class buffer {
     fill(value);
   }
   buffer(const buffer& other) : buffer(other.size_) {
-    thrust::copy(System::policy(), other.data(), other.data() + other.size_, data());
+    if constexpr (System::host_accessible)
+      std::copy(other.data(), other.data() + other.size_, data());
+    else
+      thrust::copy(System::policy(), other.data(), other.data() + other.size_, data());
   }
   buffer(buffer&& other) noexcept { swap(other); }
   buffer& operator=(buffer other) noexcept {
@@ -108,8 +112,8 @@ class buffer {
   }
   friend void swap(buffer& a, buffer& b) noexcept { a.swap(b); }
 
-  T* data() { return thrust::raw_pointer_cast(storage_.data()) + offset_; }
-  const T* data() const { return thrust::raw_pointer_cast(storage_.data()) + offset_; }
+  T* data() { return raw(storage_.data()) + offset_; }
+  const T* data() const { return raw(storage_.data()) + offset_; }
   std::size_t size() const { return size_; }
 
   //! Column-major [rows, cols] view starting at element `offset`; checks it fits.
@@ -122,7 +126,12 @@ class buffer {
     return {data() + offset, rows, cols};
   }
 
-  void fill(T value) { thrust::fill(System::policy(), data(), data() + size_, value); }
+  void fill(T value) {
+    if constexpr (System::host_accessible)
+      std::fill(data(), data() + size_, value);
+    else
+      thrust::fill(System::policy(), data(), data() + size_, value);
+  }
 
  private:
   // Spare elements allocated so that an aligned start always exists inside the storage
@@ -132,10 +141,18 @@ class buffer {
 
   void align(std::size_t n) {
     size_ = n;
-    const auto address =
-        reinterpret_cast<std::uintptr_t>(thrust::raw_pointer_cast(storage_.data()));
+    const auto address = reinterpret_cast<std::uintptr_t>(raw(storage_.data()));
     const std::size_t misalignment = address % alignment;
     offset_ = padding == 0 || misalignment == 0 ? 0 : (alignment - misalignment) / sizeof(T);
+  }
+
+  // The address a vector's data() stands for: a raw pointer, or a Thrust pointer's get().
+  template <class P>
+  static auto raw(P p) {
+    if constexpr (std::is_pointer_v<P>)
+      return p;
+    else
+      return p.get();
   }
 
   void check_fits(index_t rows, index_t cols, index_t offset) const {

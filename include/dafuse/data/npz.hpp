@@ -14,6 +14,7 @@
 #include <dafuse/core/error.hpp>
 #include <dafuse/data/npy.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -61,8 +62,7 @@ struct zip_reader {
   std::string_view where;
   void need(std::size_t at, std::size_t n, std::string_view what) const {
     if (at > bytes.size() || n > bytes.size() - at)
-      fail(where, what,
-           std::to_string(n) + " bytes at offset " + std::to_string(at),
+      fail(where, what, std::to_string(n) + " bytes at offset " + std::to_string(at),
            "a file of " + std::to_string(bytes.size()) + " bytes (truncated)");
   }
   std::uint64_t le(std::size_t at, std::size_t n) const {
@@ -114,8 +114,7 @@ inline zip_directory find_zip_directory(const zip_reader& r) {
          r.u64(std::size_t(end64) + 40)};
   }
   if (d.offset > n || d.size > n - d.offset)
-    fail(r.where, "central directory",
-         "inside the file (" + std::to_string(n) + " bytes)",
+    fail(r.where, "central directory", "inside the file (" + std::to_string(n) + " bytes)",
          std::to_string(d.size) + " bytes at offset " + std::to_string(d.offset));
   return d;
 }
@@ -194,8 +193,7 @@ inline std::vector<npz_member> load_npz(const std::filesystem::path& path) {
   const std::size_t directory_end = std::size_t(d.offset + d.size);
   for (std::uint64_t e = 0; e < d.entries; ++e) {
     r.need(at, detail::zip_central_size, "central directory entry " + std::to_string(e));
-    if (at + detail::zip_central_size > directory_end ||
-        r.u32(at) != detail::zip_central_signature)
+    if (at + detail::zip_central_size > directory_end || r.u32(at) != detail::zip_central_signature)
       fail(where, "central directory entry " + std::to_string(e), "its signature", "other bytes");
     const std::uint32_t flags = r.u16(at + 8), method = r.u16(at + 10), crc = r.u32(at + 16);
     std::uint64_t packed = r.u32(at + 20), size = r.u32(at + 24);
@@ -209,8 +207,7 @@ inline std::vector<npz_member> load_npz(const std::filesystem::path& path) {
     const std::string member = where + ": " + name;
     // A ZIP64 extra field (id 1) holds, in this order, whichever of the sizes and the offset
     // read as 0xffffffff above.
-    for (std::size_t x = at + detail::zip_central_size + name_length,
-                     x_end = x + extra_length;
+    for (std::size_t x = at + detail::zip_central_size + name_length, x_end = x + extra_length;
          x + 4 <= x_end;) {
       const std::uint32_t id = r.u16(x), length = r.u16(x + 2);
       if (x + 4 + length > x_end) fail(member, "extra field", "inside its entry", "past its end");
@@ -248,7 +245,8 @@ inline std::vector<npz_member> load_npz(const std::filesystem::path& path) {
     npz_member m{std::move(name),
                  std::vector<unsigned char>(bytes.begin() + std::ptrdiff_t(data),
                                             bytes.begin() + std::ptrdiff_t(data + size))};
-    if (const std::uint32_t actual = dafuse::detail::crc32(m.bytes.data(), m.bytes.size()); actual != crc)
+    if (const std::uint32_t actual = dafuse::detail::crc32(m.bytes.data(), m.bytes.size());
+        actual != crc)
       fail(member, "CRC-32", std::to_string(crc) + " as stored",
            std::to_string(actual) + " (the member is corrupted)");
     members.push_back(std::move(m));

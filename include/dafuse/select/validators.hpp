@@ -13,6 +13,12 @@
 //! double. Costs: entropy and IM O(n·c); SND O(n²·c) time and O(n·c + 256·n) memory (fine for a
 //! few thousand samples, slow for 10⁵); the domain classifier O(iterations·n·d) time and a
 //! standardised double copy of its training data (8·n·d bytes).
+//!
+//! The validators that use Eigen (SND, the domain classifier, PAD, DEV) are templates on their
+//! arithmetic type `Real` (double unless a caller asks otherwise): a non-template inline
+//! function's Eigen expressions are instantiated in every translation unit that includes this
+//! header, used or not; a template's only where it is called (about 1.5 CPU-s for a translation
+//! unit that trains without evaluating; docs/benchmarks.md, "Compile time").
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/buffer.hpp>
@@ -33,6 +39,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -224,9 +231,12 @@ inline double information_maximization(matrix_view<const float> probabilities) {
 //! is every other's near neighbour and SND approaches its maximum log(n − 1).
 //! Cost O(n²·c) time (an Eigen product per block of 256 samples) and O(256·n) extra memory:
 //! fine for a few thousand samples, slow for 10⁵.
-//! probabilities: [classes, n], n ≥ 2; temperature τ > 0 (0.05 in the paper).
-inline double soft_neighborhood_density(matrix_view<const float> probabilities,
-                                        double temperature = 0.05) {
+//! probabilities: [classes, n], n ≥ 2; temperature τ > 0 (0.05 in the paper). `Real`: the
+//! arithmetic's type (see the file comment).
+template <class Real = double>
+double soft_neighborhood_density(matrix_view<const float> probabilities,
+                                 double temperature = 0.05) {
+  using matrix = Eigen::Matrix<Real, Eigen::Dynamic, Eigen::Dynamic>;
   constexpr std::string_view where = "select::soft_neighborhood_density";
   detail::check_probabilities(where, "probabilities", probabilities, 2);
   if (!(temperature > 0) || !std::isfinite(temperature))
@@ -234,7 +244,7 @@ inline double soft_neighborhood_density(matrix_view<const float> probabilities,
          detail::number(temperature));
   const index_t c = probabilities.rows, n = probabilities.cols;
   // xhat: [c, n], unit columns (a column summing to ~1 has ‖p‖₂ ≥ 1/√c, never 0).
-  Eigen::MatrixXd xhat(c, n);
+  matrix xhat(c, n);
   for (index_t i = 0; i < n; ++i) {
     double sq = 0;
     for (index_t k = 0; k < c; ++k) sq += double(probabilities(k, i)) * probabilities(k, i);
@@ -244,14 +254,14 @@ inline double soft_neighborhood_density(matrix_view<const float> probabilities,
   const double inv_t = 1.0 / temperature;
   std::vector<double> row_entropy(static_cast<std::size_t>(n));
   constexpr index_t block = 256;
-  Eigen::MatrixXd s;  // [n, b]: column r holds S/τ of sample i0 + r to every sample
+  matrix s;  // [n, b]: column r holds S/τ of sample i0 + r to every sample
   for (index_t i0 = 0; i0 < n; i0 += block) {
     const index_t b = std::min(block, n - i0);
     s.resize(n, b);
     s.noalias() = inv_t * (xhat.transpose() * xhat.middleCols(i0, b));
     for (index_t r = 0; r < b; ++r) {
       const index_t i = i0 + r;
-      const double* sim = s.col(r).data();  // S_ij/τ
+      const Real* sim = s.col(r).data();  // S_ij/τ
       double top = -std::numeric_limits<double>::infinity();
       for (index_t j = 0; j < n; ++j)
         if (j != i) top = std::max(top, sim[j]);
@@ -299,10 +309,13 @@ class domain_classifier {
   //! An unfitted classifier (width 0).
   domain_classifier() = default;
 
-  //! Fits on source: [d, n_s] (label 0) and target: [d, n_t] (label 1), n_s, n_t ≥ 1.
+  //! Fits on source: [d, n_s] (label 0) and target: [d, n_t] (label 1), n_s, n_t ≥ 1, in `Real`
+  //! arithmetic (see the file comment).
+  template <class Real = double>
   domain_classifier(matrix_view<const float> source,
                     matrix_view<const float> target,
-                    const domain_classifier_args& args = {}) {
+                    const domain_classifier_args& args = {},
+                    std::type_identity<Real> = {}) {
     constexpr std::string_view where = "select::domain_classifier";
     detail::check_feature_pair(where, "source", source, 1, "target", target, 1);
     if (!(args.l2 >= 0) || !std::isfinite(args.l2))
@@ -311,7 +324,7 @@ class domain_classifier {
       fail(where, "args.max_iterations", "at least 1", std::to_string(args.max_iterations));
     if (!(args.tolerance >= 0) || !std::isfinite(args.tolerance))
       fail(where, "args.tolerance", "a finite value ≥ 0", detail::number(args.tolerance));
-    fit(source, target, args);
+    fit<Real>(source, target, args);
   }
 
   //! Feature width d the classifier was fitted on (0 when unfitted).
@@ -370,9 +383,12 @@ class domain_classifier {
            std::to_string(x.rows) + " rows");
   }
 
+  template <class Real>
   void fit(matrix_view<const float> source,
            matrix_view<const float> target,
            const domain_classifier_args& args) {
+    using matrix = Eigen::Matrix<Real, Eigen::Dynamic, Eigen::Dynamic>;
+    using vector = Eigen::Matrix<Real, Eigen::Dynamic, 1>;
     const index_t d = source.rows, ns = source.cols, nt = target.cols, n = ns + nt;
     const auto value = [&](index_t k, index_t i) {
       return i < ns ? double(source(k, i)) : double(target(k, i - ns));
@@ -394,7 +410,7 @@ class domain_classifier {
       // A constant feature's spread is rounding noise around its mean: do not amplify it.
       if (sd > 1e-12 * std::abs(mean_[std::size_t(k)]) && sd > 0) scale_[std::size_t(k)] = sd;
     }
-    Eigen::MatrixXd x(d, n);  // [d, n] standardised
+    matrix x(d, n);  // [d, n] standardised
     for (index_t i = 0; i < n; ++i)
       for (index_t k = 0; k < d; ++k)
         x(k, i) = (value(k, i) - mean_[std::size_t(k)]) / scale_[std::size_t(k)];
@@ -406,8 +422,8 @@ class domain_classifier {
 
     // theta = [w; b]: [d + 1]. Returns J and writes ∇J: dJ/dw = X·r + λw, dJ/db = Σ r, with
     // r_i = a_i(σ(z_i) − y_i)/n.
-    Eigen::VectorXd z(n), r(n);
-    const auto evaluate = [&](const Eigen::VectorXd& theta, Eigen::VectorXd& grad) {
+    vector z(n), r(n);
+    const auto evaluate = [&](const vector& theta, vector& grad) {
       z.noalias() = x.transpose() * theta.head(d);
       const double b = theta(d);
       double f = 0;
@@ -425,22 +441,22 @@ class domain_classifier {
     };
 
     constexpr std::size_t memory = 10;  // L-BFGS pairs kept (Nocedal & Wright suggest 3–20)
-    std::vector<Eigen::VectorXd> s_hist, y_hist;
+    std::vector<vector> s_hist, y_hist;
     std::vector<double> rho_hist;
-    Eigen::VectorXd theta = Eigen::VectorXd::Zero(d + 1), g, theta_new, g_new;
+    vector theta = vector::Zero(d + 1), g, theta_new, g_new;
     theta(d) = log_prior_odds_;
     double f = evaluate(theta, g);
     iterations_ = 0;
     converged_ = false;
     while (true) {
-      if (g.lpNorm<Eigen::Infinity>() <= args.tolerance) {
+      if (g.template lpNorm<Eigen::Infinity>() <= args.tolerance) {
         converged_ = true;
         break;
       }
       if (iterations_ >= args.max_iterations) break;
       // Two-loop recursion: p = −H·g with H the L-BFGS inverse-Hessian estimate.
       const std::size_t m = s_hist.size();
-      Eigen::VectorXd q = g;
+      vector q = g;
       std::vector<double> alpha(m);
       for (std::size_t j = m; j-- > 0;) {
         alpha[j] = rho_hist[j] * s_hist[j].dot(q);
@@ -453,7 +469,7 @@ class domain_classifier {
         const double beta = rho_hist[j] * y_hist[j].dot(q);
         q += (alpha[j] - beta) * s_hist[j];
       }
-      Eigen::VectorXd p = -q;
+      vector p = -q;
       double slope = g.dot(p);
       if (!(slope < 0)) {  // not a descent direction: forget the history, go downhill
         s_hist.clear();
@@ -476,7 +492,7 @@ class domain_classifier {
                    (f_new <= f + band && std::abs(g_new.dot(p)) <= 0.9 * std::abs(slope));
       }
       if (!accepted) break;  // neither J nor its slope can improve further in double
-      Eigen::VectorXd s_k = theta_new - theta, y_k = g_new - g;
+      vector s_k = theta_new - theta, y_k = g_new - g;
       const double sy = s_k.dot(y_k);
       if (sy > 1e-12 * s_k.norm() * y_k.norm()) {  // curvature pair is usable
         if (s_hist.size() == memory) {
@@ -496,7 +512,7 @@ class domain_classifier {
     weights_.assign(theta.data(), theta.data() + d);
     bias_ = theta(d);
     objective_ = f;
-    gradient_norm_ = g.lpNorm<Eigen::Infinity>();
+    gradient_norm_ = g.template lpNorm<Eigen::Infinity>();
   }
 
   std::vector<double> mean_, scale_, weights_;
@@ -530,9 +546,11 @@ struct pad_args {
 //! Not clamped: range [−2, 2], and a value below 0 (ε > 1/2: the classifier does worse than
 //! chance on held-out data, noise on indistinguishable domains) reads as "indistinguishable".
 //! source_features: [d, n_s], target_features: [d, n_t], n_s, n_t ≥ 2.
-inline double proxy_a_distance(matrix_view<const float> source_features,
-                               matrix_view<const float> target_features,
-                               const pad_args& args = {}) {
+//! `Real`: the domain classifier's arithmetic (see the file comment).
+template <class Real = double>
+double proxy_a_distance(matrix_view<const float> source_features,
+                        matrix_view<const float> target_features,
+                        const pad_args& args = {}) {
   constexpr std::string_view where = "select::proxy_a_distance";
   detail::check_feature_pair(where, "source_features", source_features, 2, "target_features",
                              target_features, 2);
@@ -547,7 +565,8 @@ inline double proxy_a_distance(matrix_view<const float> source_features,
   const std::vector<index_t> order_t = detail::shuffled(nt, args.seed, 1);
   const std::vector<float> fit_s = detail::gather_columns(source_features, order_s, 0, ns_fit);
   const std::vector<float> fit_t = detail::gather_columns(target_features, order_t, 0, nt_fit);
-  const domain_classifier c({fit_s.data(), d, ns_fit}, {fit_t.data(), d, nt_fit}, args.classifier);
+  const domain_classifier c({fit_s.data(), d, ns_fit}, {fit_t.data(), d, nt_fit}, args.classifier,
+                            std::type_identity<Real>{});
   // Held-out error of one domain: predicted the other side (logit sign), ties count half.
   const auto held_out_error = [&](matrix_view<const float> x, const std::vector<index_t>& order,
                                   index_t first, double sign) {
@@ -622,7 +641,7 @@ struct dev_args {
 };
 
 namespace detail {
-template <class Loss>
+template <class Loss, class Real>
 double deep_embedded_validation(matrix_view<const float> source_features,
                                 std::span<const Loss> source_losses,
                                 matrix_view<const float> target_features,
@@ -641,7 +660,8 @@ double deep_embedded_validation(matrix_view<const float> source_features,
       fail(where, "source_losses", "finite values ≥ 0 (per-sample losses)",
            number(losses[i]) + " at sample " + std::to_string(i));
   }
-  const domain_classifier c(source_features, target_features, args.classifier);
+  const domain_classifier c(source_features, target_features, args.classifier,
+                            std::type_identity<Real>{});
   const std::vector<double> w = c.density_ratios(source_features);
   return dev_risk(w, losses);
 }
@@ -661,20 +681,25 @@ double deep_embedded_validation(matrix_view<const float> source_features,
 //! dev_risk. The estimate is only as good as the density ratio: with nearly separable domains a
 //! few huge weights dominate (the control variate reduces, but cannot remove, that variance).
 //! source_features: [d, n_s], n_s ≥ 2; source_losses: [n_s], the model's loss on each (e.g.
-//! cross-entropy, or 0/1 error), finite and ≥ 0; target_features: [d, n_t], n_t ≥ 1.
-inline double deep_embedded_validation(matrix_view<const float> source_features,
-                                       std::span<const double> source_losses,
-                                       matrix_view<const float> target_features,
-                                       const dev_args& args = {}) {
-  return detail::deep_embedded_validation(source_features, source_losses, target_features, args);
+//! cross-entropy, or 0/1 error), finite and ≥ 0; target_features: [d, n_t], n_t ≥ 1. `Real`: the
+//! domain classifier's arithmetic (see the file comment).
+template <class Real = double>
+double deep_embedded_validation(matrix_view<const float> source_features,
+                                std::span<const double> source_losses,
+                                matrix_view<const float> target_features,
+                                const dev_args& args = {}) {
+  return detail::deep_embedded_validation<double, Real>(source_features, source_losses,
+                                                        target_features, args);
 }
 
 //! The same with float losses.
-inline double deep_embedded_validation(matrix_view<const float> source_features,
-                                       std::span<const float> source_losses,
-                                       matrix_view<const float> target_features,
-                                       const dev_args& args = {}) {
-  return detail::deep_embedded_validation(source_features, source_losses, target_features, args);
+template <class Real = double>
+double deep_embedded_validation(matrix_view<const float> source_features,
+                                std::span<const float> source_losses,
+                                matrix_view<const float> target_features,
+                                const dev_args& args = {}) {
+  return detail::deep_embedded_validation<float, Real>(source_features, source_losses,
+                                                       target_features, args);
 }
 
 }  // namespace dafuse::select

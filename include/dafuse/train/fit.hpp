@@ -320,8 +320,12 @@ inline bool improves(select::validator v, double score, double best) {
 }
 
 //! The loop `fit` runs for any data set kind: `make_batcher(first_batch)` builds the loader at
-//! the run's position, `fill(batcher)` fills the step's batch.
-template <class Step, class Data, class MakeBatcher, class Fill>
+//! the run's position, `fill(batcher)` fills the step's batch. Without `Options` (a fit called
+//! without fit_options, `o` then the defaults) the evaluation, checkpoint and resume code is not
+//! compiled: it would never run, and it is most of what a translation unit with one step and fit
+//! compiles (the validators, the checkpoint format, the validation split; docs/benchmarks.md,
+//! "Compile time").
+template <bool Options, class Step, class Data, class MakeBatcher, class Fill>
 fit_result train_loop(Step& step,
                       const Data& source,
                       const Data& target,
@@ -345,16 +349,17 @@ fit_result train_loop(Step& step,
          "a step count > 0 (patience, restore_best and best_checkpoint need evaluations)", "0");
 
   run_position position{std::uint64_t(row_count(source)), std::uint64_t(row_count(target))};
-  if (!o.resume.empty()) {
-    const run_position stored = load_checkpoint(o.resume, step, settings);
-    if (stored.source_rows != position.source_rows)
-      fail(o.resume, "source rows", std::to_string(position.source_rows) + " (this run's source)",
-           std::to_string(stored.source_rows));
-    if (stored.target_rows != position.target_rows)
-      fail(o.resume, "target rows", std::to_string(position.target_rows) + " (this run's target)",
-           std::to_string(stored.target_rows));
-    position = stored;
-  }
+  if constexpr (Options)
+    if (!o.resume.empty()) {
+      const run_position stored = load_checkpoint(o.resume, step, settings);
+      if (stored.source_rows != position.source_rows)
+        fail(o.resume, "source rows", std::to_string(position.source_rows) + " (this run's source)",
+             std::to_string(stored.source_rows));
+      if (stored.target_rows != position.target_rows)
+        fail(o.resume, "target rows", std::to_string(position.target_rows) + " (this run's target)",
+             std::to_string(stored.target_rows));
+      position = stored;
+    }
   const index_t first = step.step_index();
 
   fit_result r;
@@ -363,8 +368,9 @@ fit_result train_loop(Step& step,
   r.best_score = position.best_score;
   r.selected_target_accuracy = position.selected_target_accuracy;
   r.oracle_target_accuracy = position.oracle_target_accuracy;
-  std::optional<evaluator<Step, Data>> scorer;
-  if (o.eval_every > 0) scorer.emplace(validation, target, o);
+  std::optional<std::conditional_t<Options, evaluator<Step, Data>, bool>> scorer;
+  if constexpr (Options)
+    if (o.eval_every > 0) scorer.emplace(validation, target, o);
   std::vector<typename Step::value_type> best_parameters;
   if (o.restore_best) best_parameters.reserve(step.parameters().size());
 
@@ -394,10 +400,11 @@ fit_result train_loop(Step& step,
       // Every update that was made is finite: save them, evaluate nothing more.
       r.diverged = true;
       r.diverged_at = t;
-      if (!o.checkpoint.empty()) {
-        profile_scope saving(o.profile, phase::checkpoint);
-        save_checkpoint(o.checkpoint, step, position, settings);
-      }
+      if constexpr (Options)
+        if (!o.checkpoint.empty()) {
+          profile_scope saving(o.profile, phase::checkpoint);
+          save_checkpoint(o.checkpoint, step, position, settings);
+        }
       break;
     }
     for (fit_callback* c : o.callbacks) {
@@ -405,36 +412,38 @@ fit_result train_loop(Step& step,
       stop = c->should_stop() || stop;
     }
     const bool last = t == args.steps;
-    if (o.eval_every > 0 && (t % o.eval_every == 0 || last || stop)) {
-      profile_scope timing(o.profile, phase::evaluation);
-      evaluation e = scorer->evaluate(step, t);
-      if (std::isfinite(e.target_accuracy) && !(e.target_accuracy <= r.oracle_target_accuracy))
-        r.oracle_target_accuracy = position.oracle_target_accuracy = e.target_accuracy;
-      if (improves(o.selector, e.selection_score, position.best_score)) {
-        e.best = true;
-        position.best_score = e.selection_score;
-        position.best_step = t;
-        position.evaluations_since_best = 0;
-        r.selected_target_accuracy = e.target_accuracy;
-        position.selected_target_accuracy = e.target_accuracy;
-        if (o.restore_best)
-          best_parameters.assign(step.parameters().begin(), step.parameters().end());
-        if (!o.best_checkpoint.empty()) {
-          timing.stop();
-          profile_scope saving(o.profile, phase::checkpoint);
-          save_checkpoint(o.best_checkpoint, step, position, settings);
+    if constexpr (Options) {
+      if (o.eval_every > 0 && (t % o.eval_every == 0 || last || stop)) {
+        profile_scope timing(o.profile, phase::evaluation);
+        evaluation e = scorer->evaluate(step, t);
+        if (std::isfinite(e.target_accuracy) && !(e.target_accuracy <= r.oracle_target_accuracy))
+          r.oracle_target_accuracy = position.oracle_target_accuracy = e.target_accuracy;
+        if (improves(o.selector, e.selection_score, position.best_score)) {
+          e.best = true;
+          position.best_score = e.selection_score;
+          position.best_step = t;
+          position.evaluations_since_best = 0;
+          r.selected_target_accuracy = e.target_accuracy;
+          position.selected_target_accuracy = e.target_accuracy;
+          if (o.restore_best)
+            best_parameters.assign(step.parameters().begin(), step.parameters().end());
+          if (!o.best_checkpoint.empty()) {
+            timing.stop();
+            profile_scope saving(o.profile, phase::checkpoint);
+            save_checkpoint(o.best_checkpoint, step, position, settings);
+          }
+        } else {
+          ++position.evaluations_since_best;
         }
-      } else {
-        ++position.evaluations_since_best;
+        r.evaluations.push_back(e);
+        for (fit_callback* c : o.callbacks) c->on_evaluation(r.evaluations.back());
+        if (o.patience > 0 && position.evaluations_since_best >= o.patience) stop = true;
       }
-      r.evaluations.push_back(e);
-      for (fit_callback* c : o.callbacks) c->on_evaluation(r.evaluations.back());
-      if (o.patience > 0 && position.evaluations_since_best >= o.patience) stop = true;
-    }
-    if (!o.checkpoint.empty() &&
-        ((o.checkpoint_every > 0 && t % o.checkpoint_every == 0) || last || stop)) {
-      profile_scope saving(o.profile, phase::checkpoint);
-      save_checkpoint(o.checkpoint, step, position, settings);
+      if (!o.checkpoint.empty() &&
+          ((o.checkpoint_every > 0 && t % o.checkpoint_every == 0) || last || stop)) {
+        profile_scope saving(o.profile, phase::checkpoint);
+        save_checkpoint(o.checkpoint, step, position, settings);
+      }
     }
     if (stop) {
       r.stopped_early = !last;
@@ -446,16 +455,17 @@ fit_result train_loop(Step& step,
   r.data_wait_seconds = batches.wait_seconds();
   r.best_step = index_t(position.best_step);
   r.best_score = position.best_score;
-  if (o.restore_best && r.best_step >= 0 && r.best_step != step.step_index()) {
-    if (!best_parameters.empty()) {
-      std::copy(best_parameters.begin(), best_parameters.end(), step.parameters().begin());
-      r.restored_best = true;
-    } else if (!o.best_checkpoint.empty()) {
-      // The best model predates this call (a resumed run): it is in the best checkpoint.
-      load_checkpoint(o.best_checkpoint, step, settings);
-      r.restored_best = true;
+  if constexpr (Options)
+    if (o.restore_best && r.best_step >= 0 && r.best_step != step.step_index()) {
+      if (!best_parameters.empty()) {
+        std::copy(best_parameters.begin(), best_parameters.end(), step.parameters().begin());
+        r.restored_best = true;
+      } else if (!o.best_checkpoint.empty()) {
+        // The best model predates this call (a resumed run): it is in the best checkpoint.
+        load_checkpoint(o.best_checkpoint, step, settings);
+        r.restored_best = true;
+      }
     }
-  }
   r.source_accuracy = accuracy(step, source);
   if (target.has_labels()) r.target_accuracy = accuracy(step, target);
   r.parameters.assign(step.parameters().begin(), step.parameters().end());
@@ -537,8 +547,9 @@ std::vector<run_setting> run_settings(const fit_options& o,
   return s;
 }
 
-//! fit on dense or sparse data, with the validation rows given or split off by the options.
-template <class Step, class Data>
+//! fit on dense or sparse data, with the validation rows given or split off by the options
+//! (Options: see train_loop).
+template <bool Options, class Step, class Data>
 fit_result fit_on(Step& step,
                   const Data& source,
                   const Data& target,
@@ -551,20 +562,22 @@ fit_result fit_on(Step& step,
   check_domain(target, data::domain::target, "target");
   data::check_width(source, Step::input_width);
   data::check_labels(source, Step::class_count);
-  const std::vector<run_setting> settings = run_settings(o, source, target, validation);
+  std::vector<run_setting> settings;
+  if constexpr (Options) settings = run_settings(o, source, target, validation);
   std::optional<data::split_sets<Data>> split;
   const Data* train = &source;
-  if (o.validation_fraction != 0) {
-    if (validation)
-      fail("fit_options", "validation_fraction", "0 when a validation set is passed",
-           std::to_string(o.validation_fraction));
-    split.emplace(data::split_validation(source, o.validation_fraction, args.seed));
-    train = &split->train;
-    validation = &split->validation;
-  }
+  if constexpr (Options)
+    if (o.validation_fraction != 0) {
+      if (validation)
+        fail("fit_options", "validation_fraction", "0 when a validation set is passed",
+             std::to_string(o.validation_fraction));
+      split.emplace(data::split_validation(source, o.validation_fraction, args.seed));
+      train = &split->train;
+      validation = &split->validation;
+    }
   check_fit_data<Step>(*train, target, validation);
   if constexpr (std::is_same_v<Data, data::sparse_dataset>) {
-    return train_loop(
+    return train_loop<Options>(
         step, *train, target, validation, o, settings,
         [&](std::uint64_t first) {
           return data::sparse_batcher(*train, target, args.batch, args.seed,
@@ -573,7 +586,7 @@ fit_result fit_on(Step& step,
         [&](data::sparse_batcher& b) { b.fill(step.sparse_batch(), step.source_labels()); });
   } else {
     using batcher_type = data::batcher<typename Step::loader_type, typename Step::system_type>;
-    return train_loop(
+    return train_loop<Options>(
         step, *train, target, validation, o, settings,
         [&](std::uint64_t first) -> batcher_type {
           return batcher_type(*train, target, args.batch, args.seed, Step::draws_target_rows,
@@ -605,7 +618,7 @@ fit_result fit(Step& step, const Data& source, const Data& target, const fit_opt
   static_assert(!std::is_same_v<Data, data::sparse_dataset> || Step::sparse_input,
                 "dafuse: sparse data sets need a network whose feature extractor reads sparse "
                 "input: nn::sparse_input<nn::mlp<...>>");
-  return detail::fit_on(step, source, target, static_cast<const Data*>(nullptr), options);
+  return detail::fit_on<true>(step, source, target, static_cast<const Data*>(nullptr), options);
 }
 
 //! The same with held-out labelled source rows `validation` (fit_options::validation_fraction
@@ -619,13 +632,20 @@ fit_result fit(Step& step,
   static_assert(!std::is_same_v<Data, data::sparse_dataset> || Step::sparse_input,
                 "dafuse: sparse data sets need a network whose feature extractor reads sparse "
                 "input: nn::sparse_input<nn::mlp<...>>");
-  return detail::fit_on(step, source, target, &validation, options);
+  return detail::fit_on<true>(step, source, target, &validation, options);
 }
 
-//! Trains for fit_args::steps steps with no evaluation: fit(step, source, target, {}).
+//! Trains for fit_args::steps steps with no evaluation: what fit(step, source, target, {}) does,
+//! without compiling the options' code (train_loop).
 template <class Step, class Data>
 fit_result fit(Step& step, const Data& source, const Data& target) {
-  return fit(step, source, target, fit_options{});
+  static_assert(std::is_same_v<Data, data::dataset> || std::is_same_v<Data, data::sparse_dataset>,
+                "dafuse: fit takes data::dataset or data::sparse_dataset");
+  static_assert(!std::is_same_v<Data, data::sparse_dataset> || Step::sparse_input,
+                "dafuse: sparse data sets need a network whose feature extractor reads sparse "
+                "input: nn::sparse_input<nn::mlp<...>>");
+  return detail::fit_on<false>(step, source, target, static_cast<const Data*>(nullptr),
+                               fit_options{});
 }
 
 //! Builds a `Step` from `args` (initialised from args.seed) and trains it: see the overloads above.
@@ -633,9 +653,16 @@ template <class Step, class Data>
 fit_result fit(const Data& source,
                const Data& target,
                const fit_args& args,
-               const fit_options& options = {}) {
+               const fit_options& options) {
   Step step(args);
   return fit(step, source, target, options);
+}
+
+//! The same without options.
+template <class Step, class Data>
+fit_result fit(const Data& source, const Data& target, const fit_args& args) {
+  Step step(args);
+  return fit(step, source, target);
 }
 
 }  // namespace dafuse

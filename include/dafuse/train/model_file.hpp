@@ -13,12 +13,14 @@
 //!     discriminator.<i>.weight.npy, discriminator.<i>.bias.npy  G_d
 //!     architecture.json             the layers' widths and activations, and the input form
 //!
-//! Loading checks everything before it writes anything: each member's CRC-32, dtype and shape,
-//! the architecture (when the file has one: a file written elsewhere may carry the arrays
-//! alone) and that no layer is missing or extra. tools/check_model_export.py loads a model file
-//! into the equivalent PyTorch module and checks that both predict the same classes.
+//! Loading checks everything before it writes anything: each member's CRC-32, dtype, shape and
+//! finiteness, the architecture field by field (when the file has one: a file written elsewhere
+//! may carry the arrays alone), and that no layer is missing, extra or given twice.
+//! tools/check_model_export.py loads a model file into the equivalent PyTorch module and checks
+//! that both predict the same classes.
 #pragma once
 #include <dafuse/config.hpp>
+
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/data/npy.hpp>
@@ -29,10 +31,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <filesystem>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -47,24 +52,24 @@ inline constexpr int model_file_version = 1;
 
 namespace detail {
 
-//! An activation as the architecture names it; PyTorch's name where it has one.
+//! An activation's fields in a layer of the architecture; PyTorch's names.
 template <auto Act>
 std::string activation_json() {
   using A = std::remove_cvref_t<decltype(Act)>;
   if constexpr (std::is_same_v<A, nn::identity_t>) {
-    return "\"identity\"";
+    return "\"activation\": \"identity\"";
   } else if constexpr (std::is_same_v<A, nn::relu_t>) {
-    return "\"relu\"";
+    return "\"activation\": \"relu\"";
   } else if constexpr (std::is_same_v<A, nn::leaky_relu_t>) {
     char slope[32];
     const auto r = std::to_chars(slope, slope + sizeof slope, Act.negative_slope);
-    return "{\"leaky_relu\": " + std::string(slope, r.ptr) + "}";
+    return "\"activation\": \"leaky_relu\", \"negative_slope\": " + std::string(slope, r.ptr);
   } else if constexpr (std::is_same_v<A, nn::sigmoid_t>) {
-    return "\"sigmoid\"";
+    return "\"activation\": \"sigmoid\"";
   } else if constexpr (std::is_same_v<A, nn::tanh_t>) {
-    return "\"tanh\"";
+    return "\"activation\": \"tanh\"";
   } else {
-    return "\"custom\"";  // a user's own activation: no equivalent elsewhere is known
+    return "\"activation\": \"custom\"";  // a user's own: no equivalent elsewhere is known
   }
 }
 
@@ -80,11 +85,12 @@ std::string stack_json() {
   std::string s = "[";
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     ((s += (I ? ", " : "") + std::string("{\"in\": ") +
-           std::to_string(Stack::template layer<I>::in) + ", \"out\": " +
-           std::to_string(Stack::template layer<I>::out) + ", \"activation\": " +
+           std::to_string(Stack::template layer<I>::in) +
+           ", \"out\": " + std::to_string(Stack::template layer<I>::out) + ", " +
            activation_json<Stack::template layer<I>::act>() + "}"),
      ...);
-  }(std::make_index_sequence<Stack::depth>{});
+  }
+  (std::make_index_sequence<Stack::depth>{});
   return s + "]";
 }
 
@@ -111,6 +117,125 @@ inline std::string layer_member(std::string_view module, std::size_t i, std::str
   return std::string(module) + "." + std::to_string(i) + "." + std::string(what) + ".npy";
 }
 
+//! A shape as numpy prints it: (2, 3), (5,).
+inline std::string tuple_text(std::span<const std::size_t> shape) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+//! The leaves of a JSON document (objects, arrays, strings, numbers, true, false, null) as
+//! (path, value as written) in document order: {"a": [{"b": 1}]} gives ("a[0].b", "1"). Enough
+//! to compare two architectures field by field and name the first that differs.
+class json_leaves {
+ public:
+  json_leaves(std::string_view text, std::string where) : text_(text), where_(std::move(where)) {
+    value("");
+    skip_space();
+    if (at_ != text_.size()) error("the end of the document");
+  }
+  const std::vector<std::pair<std::string, std::string>>& leaves() const { return leaves_; }
+
+ private:
+  [[noreturn]] void error(std::string_view expected) const {
+    const std::string_view rest = text_.substr(at_, 16);
+    std::string found = "'";
+    for (const char c : rest) found += (c >= 0x20 && c < 0x7f) ? c : '?';
+    fail(where_, "JSON", expected,
+         (rest.empty() ? std::string("the end") : found + "'") + " at offset " +
+             std::to_string(at_));
+  }
+  void skip_space() {
+    while (at_ < text_.size() &&
+           (text_[at_] == ' ' || text_[at_] == '\n' || text_[at_] == '\t' || text_[at_] == '\r'))
+      ++at_;
+  }
+  bool take(char c) {
+    skip_space();
+    if (at_ < text_.size() && text_[at_] == c) {
+      ++at_;
+      return true;
+    }
+    return false;
+  }
+  std::string string_token() {
+    if (!take('"')) error("a string");
+    std::string s;
+    while (at_ < text_.size() && text_[at_] != '"') {
+      if (text_[at_] == '\\') {
+        if (++at_ >= text_.size()) break;
+      }
+      s += text_[at_++];
+    }
+    if (at_ >= text_.size()) error("a closing quote");
+    ++at_;
+    return s;
+  }
+  void value(const std::string& path) {
+    if (++depth_ > 32) error("at most 32 levels of nesting");
+    skip_space();
+    if (take('{')) {
+      if (!take('}')) {
+        do {
+          const std::string key = string_token();
+          if (!take(':')) error("':' after a key");
+          value(path.empty() ? key : path + "." + key);
+        } while (take(','));
+        if (!take('}')) error("',' or '}'");
+      }
+    } else if (take('[')) {
+      if (!take(']')) {
+        std::size_t i = 0;
+        do value(path + "[" + std::to_string(i++) + "]");
+        while (take(','));
+        if (!take(']')) error("',' or ']'");
+      }
+    } else if (at_ < text_.size() && text_[at_] == '"') {
+      leaves_.emplace_back(path, "\"" + string_token() + "\"");
+    } else {
+      const std::size_t start = at_;
+      while (at_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[at_])) ||
+                                    text_[at_] == '-' || text_[at_] == '+' || text_[at_] == '.'))
+        ++at_;
+      if (at_ == start) error("a value");
+      leaves_.emplace_back(path, std::string(text_.substr(start, at_ - start)));
+    }
+    --depth_;
+  }
+
+  std::string_view text_;
+  std::string where_;
+  std::size_t at_ = 0;
+  int depth_ = 0;
+  std::vector<std::pair<std::string, std::string>> leaves_;
+};
+
+//! Compares a file's architecture.json with the network's, field by field (in any key order);
+//! fails naming the first field that differs.
+inline void check_architecture(std::string_view expected_json,
+                               std::string_view found_json,
+                               const std::string& where) {
+  const json_leaves expected(expected_json, where);
+  const json_leaves found(found_json, where);
+  const std::map<std::string, std::string> has(found.leaves().begin(), found.leaves().end());
+  if (has.size() != found.leaves().size())
+    for (std::size_t i = 0; i < found.leaves().size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        if (found.leaves()[i].first == found.leaves()[j].first)
+          fail(where, found.leaves()[i].first, "each field once", "it twice");
+  for (const auto& [path, value] : expected.leaves()) {
+    const auto f = has.find(path);
+    if (f == has.end())
+      fail(where, path, value + " (a network of another shape?)", "no such field");
+    if (f->second != value) fail(where, path, value, f->second);
+  }
+  for (const auto& leaf : found.leaves()) {
+    const bool known = std::any_of(expected.leaves().begin(), expected.leaves().end(),
+                                   [&](const auto& e) { return e.first == leaf.first; });
+    if (!known) fail(where, leaf.first, "no such field (a network of another shape?)", leaf.second);
+  }
+}
+
 }  // namespace detail
 
 //! The architecture.json a model file of `Net` carries (one line): what a loader checks and what
@@ -123,8 +248,7 @@ std::string model_architecture() {
          ", \"sparse\": " + (Net::sparse_input ? "true" : "false") + "}, \"modules\": {" +
          "\"features\": " + detail::stack_json<typename Net::feature_stack>() +
          ", \"classifier\": " + detail::stack_json<typename Net::classifier_stack>() +
-         ", \"discriminator\": " + detail::stack_json<typename Net::discriminator_stack>() +
-         "}}";
+         ", \"discriminator\": " + detail::stack_json<typename Net::discriminator_stack>() + "}}";
 }
 
 //! Writes `m`'s weights to `path` as a model file (through a temporary file renamed over it).
@@ -137,7 +261,7 @@ void save_model(const std::filesystem::path& path, const model<Net>& m) {
                                                                     index_t offset) {
     using L = typename Stack::template layer<I>;
     const float* w = p.data() + offset + Stack::template param_offset<I>();
-    // Column-major [out, in] is row-major [in, out]: transpose into torch's row-major [out, in].
+    // W is column-major [out, in] here and row-major [out, in] in torch: a transpose.
     std::vector<float> weight(static_cast<std::size_t>(L::weight_count));
     for (index_t o = 0; o < L::out; ++o)
       for (index_t i = 0; i < L::in; ++i) weight[std::size_t(o * L::in + i)] = w[o + i * L::out];
@@ -157,24 +281,28 @@ void save_model(const std::filesystem::path& path, const model<Net>& m) {
 
 //! Writes the weights of `step` (a train_step or eager_step) as a model file.
 template <class Step>
-  requires requires { typename Step::net_type; }
+requires requires {
+  typename Step::net_type;
+}
 void save_model(const std::filesystem::path& path, const Step& step) {
   save_model(path, model_of(step));
 }
 
-//! Reads the model file at `path` into a model of `Net`. Fails, naming the file, the member and
-//! what was expected, if the file is not a model of exactly this network.
+//! Reads the model file at `path` into a model of `Net`. Fails, naming the file, the member or
+//! field and what was expected, if the file is not a model of exactly this network.
 template <class Net>
 model<Net> load_model(const std::filesystem::path& path) {
   const std::string where = path.string();
   const std::vector<data::npz_member> members = data::load_npz(path);
-  if (const data::npz_member* a = data::find_member(members, "architecture.json")) {
-    const std::string expected = model_architecture<Net>();
-    const std::string_view found(reinterpret_cast<const char*>(a->bytes.data()), a->bytes.size());
-    if (found != expected)
-      fail(where + ": architecture.json", "network", expected,
-           std::string(data::detail::quoted_bytes(found, '`')));
-  }
+  for (std::size_t i = 0; i < members.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (members[i].name == members[j].name)
+        fail(where, members[i].name, "each member once", "it twice");
+  if (const data::npz_member* a = data::find_member(members, "architecture.json"))
+    detail::check_architecture(
+        model_architecture<Net>(),
+        std::string_view(reinterpret_cast<const char*>(a->bytes.data()), a->bytes.size()),
+        where + ": architecture.json");
   model<Net> m;
   const std::span<float> p = m.parameters();
   std::vector<std::string> known{"architecture.json"};
@@ -191,14 +319,18 @@ model<Net> load_model(const std::filesystem::path& path) {
         for (const data::npz_member& e : members) has += (has.empty() ? "" : ", ") + e.name;
         fail(where, name,
              "a member holding layer " + std::to_string(I) + " of " + std::string(module) +
-                 " (float32 " + data::detail::shape_text(shape) + ")",
+                 " (float32 " + detail::tuple_text(shape) + ")",
              "none; the file has " + (has.empty() ? std::string("no members") : has));
       }
       data::host_array<float> a = data::parse_npy<float>(found->bytes, where + ": " + name);
       if (a.shape != shape)
-        fail(where + ": " + name, "shape", data::detail::shape_text(shape),
-             data::detail::shape_text(a.shape));
-      return a.values;
+        fail(where + ": " + name, "shape", detail::tuple_text(shape), detail::tuple_text(a.shape));
+      const auto bad =
+          std::find_if(a.values.begin(), a.values.end(), [](float v) { return !std::isfinite(v); });
+      if (bad != a.values.end())
+        fail(where + ": " + name, "values", "finite numbers",
+             std::to_string(*bad) + " at flat index " + std::to_string(bad - a.values.begin()));
+      return std::move(a.values);
     };
     const std::vector<float> weight = read("weight", {std::size_t(L::out), std::size_t(L::in)});
     const std::vector<float> bias = read("bias", {std::size_t(L::out)});
@@ -210,8 +342,7 @@ model<Net> load_model(const std::filesystem::path& path) {
     const bool layer_like = e.name.starts_with("features.") || e.name.starts_with("classifier.") ||
                             e.name.starts_with("discriminator.");
     if (layer_like && std::find(known.begin(), known.end(), e.name) == known.end())
-      fail(where, e.name, "no member beyond the network's layers (a different depth?)",
-           "this one");
+      fail(where, e.name, "no member beyond the network's layers (a different depth?)", "this one");
   }
   return m;
 }
@@ -220,7 +351,9 @@ model<Net> load_model(const std::filesystem::path& path) {
 //! evaluation or fine-tuning; its optimizer state and step index stay as they were. On failure
 //! the step is unchanged.
 template <class Step>
-  requires requires { typename Step::net_type; }
+requires requires {
+  typename Step::net_type;
+}
 void load_model(const std::filesystem::path& path, Step& step) {
   const model<typename Step::net_type> m = load_model<typename Step::net_type>(path);
   const std::span<const float> from = m.parameters();

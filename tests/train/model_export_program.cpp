@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: Apache-2.0
+// For tests/train/model_export_test.sh: writes model files of three networks (every activation,
+// a sparse first layer) with random weights, saved and loaded back, and the rows and the classes
+// the loaded model<Net> predicts for them, which tools/check_model_export.py then compares with
+// PyTorch's. Usage: model_export_program OUT_DIR (writes NAME.npz, NAME_rows*.npy,
+// NAME_classes.npy for NAME = dense_a, dense_b, sparse).
+#include <dafuse/core/rng.hpp>
+#include <dafuse/data/npy.hpp>
+#include <dafuse/nn/dann_net.hpp>
+#include <dafuse/nn/init.hpp>
+#include <dafuse/step/model.hpp>
+#include <dafuse/train/model_file.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace df = dafuse;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Every activation: tanh and leaky ReLU in G_f and G_y, sigmoid in G_d (exported too).
+using dense_a = df::nn::dann_net<df::nn::mlp<6, 16, 12, df::nn::tanh>,
+                                 df::nn::mlp<12, 8, 3, df::nn::leaky_relu_t{0.2f}>,
+                                 df::nn::mlp<12, 8, 1, df::nn::sigmoid>>;
+using dense_b = df::nn::dann_net<df::nn::mlp<6, 20, df::nn::relu>,
+                                 df::nn::mlp<20, 10, 3, df::nn::sigmoid>,
+                                 df::nn::linear<20, 1>>;
+using sparse = df::nn::dann_net<df::nn::sparse_input<df::nn::mlp<50, 12, df::nn::relu>>,
+                                df::nn::linear<12, 3>,
+                                df::nn::linear<12, 1>>;
+
+constexpr df::index_t rows = 600;
+
+// PyTorch's initialisation plus noise on every value, biases included.
+template <class Net>
+df::model<Net> random_model(std::uint64_t seed) {
+  df::model<Net> m;
+  df::nn::initialize_parameters<Net>(m.parameters().data(), seed,
+                                     df::nn::weight_init::torch_default);
+  df::counter_rng rng(seed + 1, df::rng_stream::synthetic_data);
+  for (float& p : m.parameters()) p += rng.normal<float>();
+  return m;
+}
+
+// Saves a random model, loads it back and writes what the loaded one predicts.
+template <class Net>
+df::model<Net> round_trip(const fs::path& out, const std::string& name, std::uint64_t seed) {
+  df::save_model(out / (name + ".npz"), random_model<Net>(seed));
+  return df::load_model<Net>(out / (name + ".npz"));
+}
+
+// Every class is predicted for some rows, so that agreeing classes say something.
+void write_classes(const fs::path& path, const std::vector<std::int32_t>& classes) {
+  std::vector<std::size_t> counts(3, 0);
+  for (const std::int32_t c : classes) ++counts.at(std::size_t(c));
+  for (std::size_t c = 0; c < counts.size(); ++c)
+    if (counts[c] < classes.size() / 40)
+      throw std::runtime_error(path.string() + ": class " + std::to_string(c) + " predicted for " +
+                               std::to_string(counts[c]) + " rows only (choose other seeds)");
+  df::data::save_npy<std::int32_t>(path, {classes.size()}, std::span<const std::int32_t>(classes));
+}
+
+template <class Net>
+void dense(const fs::path& out, const std::string& name, std::uint64_t seed) {
+  const df::model<Net> m = round_trip<Net>(out, name, seed);
+  df::counter_rng rng(seed + 2, df::rng_stream::synthetic_data);
+  std::vector<float> x(std::size_t(rows * Net::input_width));
+  for (float& v : x) v = 2.0f * rng.normal<float>();
+  std::vector<std::int32_t> classes(static_cast<std::size_t>(rows));
+  m.predict(x.data(), rows, classes.data());
+  df::data::save_npy<float>(out / (name + "_rows.npy"),
+                            {std::size_t(rows), std::size_t(Net::input_width)},
+                            std::span<const float>(x));
+  write_classes(out / (name + "_classes.npy"), classes);
+}
+
+void sparse_rows(const fs::path& out) {
+  const df::model<sparse> m = round_trip<sparse>(out, "sparse", 61);
+  df::counter_rng rng(63, df::rng_stream::synthetic_data);
+  std::vector<std::int32_t> offsets{0}, indices;
+  std::vector<float> values;
+  for (df::index_t r = 0; r < rows; ++r) {
+    for (df::index_t j = 0; j < sparse::input_width; ++j)
+      if (rng.uniform<float>() < 0.1f) {
+        indices.push_back(std::int32_t(j));
+        values.push_back(1.0f + 2.0f * rng.uniform<float>());
+      }
+    offsets.push_back(std::int32_t(indices.size()));
+  }
+  std::vector<std::int32_t> classes(static_cast<std::size_t>(rows));
+  m.predict(df::sparse_matrix_view<const float>{offsets.data(), indices.data(), values.data(),
+                                                sparse::input_width, rows},
+            classes.data());
+  df::data::save_npy<std::int32_t>(out / "sparse_rows_indptr.npy", {offsets.size()},
+                                   std::span<const std::int32_t>(offsets));
+  df::data::save_npy<std::int32_t>(out / "sparse_rows_indices.npy", {indices.size()},
+                                   std::span<const std::int32_t>(indices));
+  df::data::save_npy<float>(out / "sparse_rows_data.npy", {values.size()},
+                            std::span<const float>(values));
+  write_classes(out / "sparse_classes.npy", classes);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: model_export_program OUT_DIR\n");
+    return 2;
+  }
+  const fs::path out = argv[1];
+  dense<dense_a>(out, "dense_a", 11);
+  dense<dense_b>(out, "dense_b", 21);
+  sparse_rows(out);
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# A model taken away: model files that model_export_program writes (three networks, every
+# activation, a sparse first layer) and one that dafuse-train --save-model writes after training
+# on the shipped digits are loaded into the equivalent PyTorch module by
+# tools/check_model_export.py, which checks that PyTorch predicts the classes dafuse predicted.
+# Skips (exit 77) when Debian's python3 has no torch.
+# Usage: model_export_test.sh MODEL_EXPORT_PROGRAM CHECK_MODEL_EXPORT_PY DATA_DIR [DAFUSE_TRAIN]
+set -uo pipefail
+program=$1
+tool=$2
+data=$3
+train=${4:-}
+python=/usr/bin/python3
+if ! "$python" -c 'import numpy, torch' 2>/dev/null; then
+  echo "no torch for $python (Debian: apt-get install python3-torch): skipped"
+  exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+# check NAME ROWS ARGS...: the tool accepts NAME.npz against NAME_classes.npy.
+check() {
+  local name=$1 rows=$2
+  shift 2
+  if ! "$python" "$tool" "$work/$name.npz" --rows "$rows" --classes "$work/${name}_classes.npy" \
+    "$@"; then
+    echo "FAIL: $name: PyTorch and dafuse disagree"
+    failures=$((failures + 1))
+  fi
+}
+
+"$program" "$work" || { echo "FAIL: model_export_program"; exit 1; }
+check dense_a "$work/dense_a_rows.npy"
+check dense_b "$work/dense_b_rows.npy"
+check sparse "$work/sparse_rows"
+
+# The check can fail: classes that are not the model's are caught, and a file of another
+# network is refused.
+"$python" - "$work/dense_a_classes.npy" "$work/wrong_classes.npy" <<'PY'
+import sys, numpy as np
+c = np.load(sys.argv[1])
+np.save(sys.argv[2], ((c + 1) % 3).astype(np.int32))
+PY
+if "$python" "$tool" "$work/dense_a.npz" --rows "$work/dense_a_rows.npy" \
+  --classes "$work/wrong_classes.npy" >"$work/out" 2>&1; then
+  echo "FAIL: other classes were accepted"
+  failures=$((failures + 1))
+fi
+"$python" "$tool" "$work/dense_a.npz" --rows "$work/sparse_rows" \
+  --classes "$work/dense_a_classes.npy" >"$work/out" 2>&1
+rc=$?
+if [ "$rc" -ne 2 ] || ! grep -q "expected an NPY file of rows" "$work/out"; then
+  echo "FAIL: rows of another form: status $rc"
+  cat "$work/out"
+  failures=$((failures + 1))
+fi
+
+# dafuse-train: the selected model of a short run on the shipped digits, and its predictions.
+if [ -n "$train" ]; then
+  digits=$data/jda_mnist_usps
+  if "$train" --model digits-dann --source "$digits/mnist_images.npy" \
+    --source-labels "$digits/mnist_labels.npy" --target "$digits/usps_images.npy" \
+    --target-labels "$digits/usps_labels.npy" --steps 200 --eval-every 50 --seed 2 --quiet \
+    --save-model "$work/digits.npz" --predictions "$work/digits_classes.npy" >"$work/out" 2>&1
+  then
+    grep -q "model file: $work/digits.npz (the selected model, step " "$work/out" ||
+      { echo "FAIL: dafuse-train does not say which model it saved"; cat "$work/out";
+        failures=$((failures + 1)); }
+    check digits "$digits/usps_images.npy" --labels "$digits/usps_labels.npy"
+  else
+    echo "FAIL: dafuse-train --save-model"
+    cat "$work/out"
+    failures=$((failures + 1))
+  fi
+fi
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all model export checks passed"

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Loads a dafuse model file into the equivalent PyTorch module and checks that both predict the
+same classes on a data set.
+
+A model file (train/model_file.hpp: dafuse::save_model, or dafuse-train --save-model) is a
+numpy.savez archive of torch.nn.Linear weights named by module and layer (features.0.weight, ...)
+and an architecture.json that gives each layer's widths and activation. This script builds
+`DannModel` (three nn.ModuleList of nn.Linear, so load_state_dict takes the arrays by their
+names, strictly), runs G_y(G_f(x)) on the rows, and compares the arg-max with the classes dafuse
+predicted for the same rows (model<Net>::predict, or dafuse-train --predictions):
+
+    tools/check_model_export.py MODEL.npz --rows X.npy --classes DAFUSE_CLASSES.npy [--labels Y.npy]
+
+X is what the model reads: float32 [N, width] (or [N, H, W], flattened), uint8 images scaled by
+1/255 as dafuse-train scales them, or for a model with a sparse first layer a CSR prefix P
+(P_indptr.npy, P_indices.npy, P_data.npy). Rows whose two largest PyTorch logits lie within
+--tie-tolerance of each other may go either way (the products sum in other orders); every other
+row must agree. Exit status: 0 they agree, 1 they do not, 2 a bad file or argument.
+Needs numpy and torch (Debian: python3-numpy, python3-torch).
+"""
+import argparse
+import json
+import sys
+import zipfile
+
+import numpy as np
+import torch
+from torch import nn
+
+ACTIVATIONS = ('identity', 'relu', 'leaky_relu', 'sigmoid', 'tanh')
+
+
+class BadInput(Exception):
+    """A file or argument this script cannot use; the message names it and what was expected."""
+
+
+class Stack(nn.ModuleList):
+    """Linear layers each followed by its activation, as one module of a dafuse network: layer i
+    is child i, so its parameters are "<module>.<i>.weight" and "<module>.<i>.bias"."""
+
+    def __init__(self, layers, where):
+        super().__init__()
+        self.activations = []
+        for i, layer in enumerate(layers):
+            name = layer.get('activation')
+            if name not in ACTIVATIONS:
+                raise BadInput(f'{where}[{i}].activation: expected one of {", ".join(ACTIVATIONS)}'
+                               f', found {name!r} (a custom activation has no PyTorch equivalent '
+                               'known to this script)')
+            if i > 0 and layer['in'] != layers[i - 1]['out']:
+                raise BadInput(f'{where}[{i}].in: expected {layers[i - 1]["out"]} (the previous '
+                               f'layer\'s out), found {layer["in"]}')
+            self.append(nn.Linear(layer['in'], layer['out']))
+            if name == 'leaky_relu':
+                self.activations.append(nn.LeakyReLU(float(layer['negative_slope'])))
+            else:
+                self.activations.append({'identity': nn.Identity(), 'relu': nn.ReLU(),
+                                         'sigmoid': nn.Sigmoid(), 'tanh': nn.Tanh()}[name])
+
+    def forward(self, x):
+        for layer, activation in zip(self, self.activations):
+            x = activation(layer(x))
+        return x
+
+
+class DannModel(nn.Module):
+    """G_f, G_y and G_d of a dafuse network; forward() gives G_y(G_f(x)), the class logits."""
+
+    def __init__(self, architecture):
+        super().__init__()
+        modules = architecture['modules']
+        self.features = Stack(modules['features'], 'modules.features')
+        self.classifier = Stack(modules['classifier'], 'modules.classifier')
+        self.discriminator = Stack(modules['discriminator'], 'modules.discriminator')
+
+    def forward(self, x):
+        return self.classifier(self.features(x))
+
+
+def read_model(path):
+    """The architecture and the tensors of the model file at `path`."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile) as e:
+        raise BadInput(f'{path}: expected a model file (a numpy .npz archive), found: {e}')
+    with archive:
+        names = archive.namelist()
+        if 'architecture.json' not in names:
+            raise BadInput(f'{path}: architecture.json: expected the network\'s architecture '
+                           '(written by dafuse::save_model), found no such member')
+        try:
+            architecture = json.loads(archive.read('architecture.json'))
+        except ValueError as e:
+            raise BadInput(f'{path}: architecture.json: expected JSON, found: {e}')
+        if architecture.get('format') != 'dafuse-model' or architecture.get('format_version') != 1:
+            raise BadInput(f'{path}: architecture.json: expected format "dafuse-model", version 1, '
+                           f'found {architecture.get("format")!r}, '
+                           f'{architecture.get("format_version")!r}')
+        state = {}
+        for name in names:
+            if name.endswith('.npy'):
+                with archive.open(name) as f:
+                    array = np.lib.format.read_array(f, allow_pickle=False)
+                if array.dtype != np.float32:
+                    raise BadInput(f'{path}: {name}: expected float32, found {array.dtype}')
+                state[name[:-len('.npy')]] = torch.from_numpy(array.copy())
+    return architecture, state
+
+
+def read_rows(rows, architecture):
+    """The rows the model reads, as a float32 tensor [N, width]."""
+    width = architecture['input']['width']
+    if architecture['input']['sparse']:
+        try:
+            indptr, indices, values = (np.load(f'{rows}_{part}.npy', allow_pickle=False)
+                                       for part in ('indptr', 'indices', 'data'))
+        except OSError as e:
+            raise BadInput(f'{rows}: expected a CSR prefix (the model reads sparse rows): {e}')
+        n = len(indptr) - 1
+        if (n < 0 or indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != len(indices)
+                or len(values) != len(indices)):
+            raise BadInput(f'{rows}: indptr: expected non-decreasing offsets from 0 to the '
+                           f'{len(indices)} non-zeros')
+        if len(indices) and (indices.min() < 0 or indices.max() >= width):
+            raise BadInput(f'{rows}_indices.npy: expected features in [0, {width}), found '
+                           f'{indices.min()}..{indices.max()}')
+        dense = np.zeros((n, width), dtype=np.float32)
+        row_of = np.repeat(np.arange(n), np.diff(indptr))
+        np.add.at(dense, (row_of, indices), values.astype(np.float32))
+        return torch.from_numpy(dense)
+    try:
+        x = np.load(rows, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise BadInput(f'{rows}: expected an NPY file of rows: {e}')
+    if x.dtype == np.uint8:
+        x = x.astype(np.float32) / np.float32(255)  # as dafuse-train reads images
+    if x.dtype != np.float32 or x.ndim < 2:
+        raise BadInput(f'{rows}: expected float32 or uint8 rows [N, ...], found {x.dtype} '
+                       f'{x.shape}')
+    x = x.reshape(len(x), -1)
+    if x.shape[1] != width:
+        raise BadInput(f'{rows}: feature width: expected {width} (architecture.json), found '
+                       f'{x.shape[1]}')
+    return torch.from_numpy(np.ascontiguousarray(x))
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('model', help='the model file (.npz)')
+    parser.add_argument('--rows', required=True, help='NPY rows, or a CSR prefix')
+    parser.add_argument('--classes', required=True, help="dafuse's int32 classes of the rows")
+    parser.add_argument('--labels', help='int32 labels: report both accuracies too')
+    parser.add_argument('--tie-tolerance', type=float, default=1e-4,
+                        help='a gap between the two largest logits, relative to their size, '
+                             'below which a row may go either way (default 1e-4)')
+    args = parser.parse_args(argv)
+    try:
+        architecture, state = read_model(args.model)
+        model = DannModel(architecture)
+        try:
+            model.load_state_dict(state, strict=True)
+        except RuntimeError as e:
+            raise BadInput(f'{args.model}: expected the arrays of its architecture: {e}')
+        x = read_rows(args.rows, architecture)
+        classes = np.load(args.classes, allow_pickle=False)
+        if classes.shape != (len(x),):
+            raise BadInput(f'{args.classes}: shape: expected ({len(x)},) to match {args.rows}, '
+                           f'found {classes.shape}')
+    except BadInput as e:
+        print(f'check_model_export: {e}', file=sys.stderr)
+        return 2
+
+    model.eval()
+    with torch.no_grad():
+        logits = model(x).double().numpy()
+    torch_classes = logits.argmax(axis=1)
+    top2 = np.sort(logits, axis=1)[:, -2:]
+    gap = top2[:, 1] - top2[:, 0]
+    tie = gap <= args.tie_tolerance * np.maximum(1.0, np.abs(top2).max(axis=1))
+    differ = torch_classes != classes
+    wrong = differ & ~tie
+    print(f'{args.model}: {len(x)} rows, PyTorch and dafuse predict the same class on '
+          f'{int((~differ).sum())}; {int((differ & tie).sum())} differ within the tie tolerance, '
+          f'{int(wrong.sum())} beyond it')
+    if args.labels:
+        labels = np.load(args.labels, allow_pickle=False)
+        if labels.shape == classes.shape:
+            print(f'accuracy: PyTorch {100 * np.mean(torch_classes == labels):.2f} %, dafuse '
+                  f'{100 * np.mean(classes == labels):.2f} %')
+    for i in np.flatnonzero(wrong)[:5]:
+        print(f'  row {i}: PyTorch {torch_classes[i]} (logits {logits[i].round(5).tolist()}), '
+              f'dafuse {classes[i]}', file=sys.stderr)
+    return 1 if wrong.any() else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
