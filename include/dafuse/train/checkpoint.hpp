@@ -218,8 +218,13 @@ void save_checkpoint(const std::string& path, const Step& step, const run_positi
   payload.put(run.best_score);
   payload.put(run.best_step);
   payload.put(run.evaluations_since_best);
-  payload.put_values(step.parameters().data(), step.parameters().size());
-  payload.put_values(step.optimizer_state().data(), step.optimizer_state().size());
+  // Copied out of the step's memory (device memory on a device system).
+  std::vector<value_type> values(std::size_t(Step::parameter_count()));
+  step.read_parameters(values);
+  payload.put_values(values.data(), values.size());
+  values.resize(std::size_t(Step::optimizer_state_size()));
+  step.read_optimizer_state(values);
+  payload.put_values(values.data(), values.size());
 
   const std::vector<unsigned char>& body = payload.bytes();
   detail::byte_writer file;
@@ -289,14 +294,19 @@ run_position load_checkpoint(const std::string& path, Step& step) {
   run.best_score = in.get<double>("best score");
   run.best_step = in.get<std::int64_t>("best step");
   run.evaluations_since_best = in.get<std::int64_t>("evaluations since best");
-  const unsigned char* params = in.values<value_type>("parameters", step.parameters().size());
-  const unsigned char* state =
-      in.values<value_type>("optimizer state", step.optimizer_state().size());
+  const auto param_count = std::size_t(Step::parameter_count());
+  const auto state_size = std::size_t(Step::optimizer_state_size());
+  const unsigned char* params = in.values<value_type>("parameters", param_count);
+  const unsigned char* state = in.values<value_type>("optimizer state", state_size);
   if (!in.at_end()) fail(path, "payload", "nothing after the optimizer state", "more bytes");
 
   // Everything checked: now the step changes.
-  std::memcpy(step.parameters().data(), params, step.parameters().size_bytes());
-  std::memcpy(step.optimizer_state().data(), state, step.optimizer_state().size_bytes());
+  std::vector<value_type> values(param_count);
+  std::memcpy(values.data(), params, param_count * sizeof(value_type));
+  step.write_parameters(values);
+  values.resize(state_size);
+  std::memcpy(values.data(), state, state_size * sizeof(value_type));
+  step.write_optimizer_state(values);
   step.resume_at(index_t(step_index), scale);
   return run;
 }
