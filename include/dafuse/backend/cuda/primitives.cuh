@@ -209,6 +209,28 @@ struct bias_columns {
   }
 };
 
+//! C = α·op(A)·op(B) + β·C, one thread per value of C, k terms in order: the product of a plan for
+//! which cuBLASLt's heuristic has no algorithm (slow, never expected, but never a failed step).
+template <class T>
+struct plain_product {
+  device::product_shape<T> s;
+  T alpha, beta;
+  const T* a;
+  const T* b;
+  T* c;
+  DAFUSE_HOST_DEVICE void operator()(index_t i) const {
+    const index_t row = i % s.m, col = i / s.m;
+    T sum = T(0);
+    for (index_t t = 0; t < s.k; ++t) {
+      const T x = s.transpose_a ? a[row * s.lda + t] : a[t * s.lda + row];
+      const T y = s.transpose_b ? b[t * s.ldb + col] : b[col * s.ldb + t];
+      sum += x * y;
+    }
+    T& v = c[col * s.ldc + row];
+    v = beta == T(0) ? alpha * sum : alpha * sum + beta * v;
+  }
+};
+
 //! cuBLASLt's data and compute types for T.
 template <class T>
 struct lt_types;
@@ -242,7 +264,8 @@ struct lt_plan_objects {
 
 }  // namespace detail
 
-//! A product planned for cuBLASLt: its shape, its objects, and whether the epilogue runs as a
+//! A product planned for cuBLASLt: its shape, its objects (null when the heuristic offers no
+//! algorithm: run() then multiplies with plain_product), and whether the epilogue runs as a
 //! kernel of its own (when no algorithm offers it fused, or the bias is not 16-byte aligned).
 template <class T>
 struct lt_plan {
@@ -302,12 +325,11 @@ class device_primitives<system::cuda> {
     }
   };
   //! Captures what `body` queues on the stream into `g` (replacing what it held), without running
-  //! it. The capture is the thread's own (cudaStreamCaptureModeThreadLocal): other threads' CUDA
-  //! calls are not disturbed.
+  //! it (cudaStreamCaptureModeRelaxed: queries the runtime makes while launching are allowed).
   template <class Body>
   void capture(graph& g, Body&& body) const {
     g.reset();
-    cuda::check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+    cuda::check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed),
                 "cudaStreamBeginCapture");
     try {
       body();
@@ -355,10 +377,7 @@ class device_primitives<system::cuda> {
       p.objects = make_objects(shape, true);
       if (p.objects) return p;
     }
-    p.objects = make_objects(shape, false);
-    if (!p.objects)
-      fail("cuBLASLt", "no algorithm for a " + std::to_string(shape.m) + "x" +
-                           std::to_string(shape.n) + "x" + std::to_string(shape.k) + " product");
+    p.objects = make_objects(shape, false);  // null: run() multiplies with plain_product
     p.separate_epilogue = wants_epilogue;
     return p;
   }
@@ -374,7 +393,10 @@ class device_primitives<system::cuda> {
   template <class T>
   void run(const product_plan<T>& p, T alpha, const T* a, const T* b, T beta, T* c) const {
     const product_shape<T>& s = p.shape;
-    if (s.k == 0) {
+    if (s.k > 0 && !p.objects) {
+      thrust::for_each_n(policy(), thrust::counting_iterator<index_t>(0), s.m * s.n,
+                         cuda::detail::plain_product<T>{s, alpha, beta, a, b, c});
+    } else if (s.k == 0) {
       // cuBLASLt refuses k = 0; C = β·C.
       thrust::for_each_n(policy(), thrust::counting_iterator<index_t>(0), s.m * s.n,
                          cuda::detail::scale_columns<T>{c, s.m, s.ldc, beta});

@@ -348,7 +348,8 @@ class executor<System, Step> {
         ops_.replay(graph_);
         return;
       }
-      if (capture_) {
+      // The first step runs uncaptured: the kernels, and cuBLASLt's, are loaded outside a capture.
+      if (capture_ && warmed_up_) {
         ops_.capture(graph_, [&] { queue(rules, phases, std::nan(""), true); });
         graph_ready_ = true;
         ops_.replay(graph_);
@@ -356,6 +357,7 @@ class executor<System, Step> {
       }
     }
     queue(rules, phases, std::nan(""), true);
+    warmed_up_ = true;
   }
   //! Queues the phases of a step with reversal weight `lambda` and no update (nor step count):
   //! compute_gradients. Never captured.
@@ -470,6 +472,7 @@ class executor<System, Step> {
     c.batches = std::int64_t(first_batch);
     ops_.to_device(control_, &c, sizeof c);
     graph_ready_ = false;  // the step's graph now starts with the loader's kernels
+    warmed_up_ = false;
   }
   //! Whether load_resident() gave the step its data.
   bool has_resident_data() const { return resident_.domains > 0; }
@@ -797,6 +800,7 @@ class executor<System, Step> {
   } resident_;
   typename ops_type::graph graph_;  // the captured step (systems that capture)
   bool graph_ready_ = false;
+  bool warmed_up_ = false;  // a step has run uncaptured since the kernels last changed
   bool capture_ = true;
 };
 
