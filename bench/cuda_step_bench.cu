@@ -115,7 +115,7 @@ void run_config(int rounds, int steps) {
   loaded.enqueue();  // a first batch with valid labels, for `plain` too
   (void)loaded.last_report();
   std::vector<float> first(std::size_t(width * step_type::rows_for(Config::batch)));
-  std::vector<std::int32_t> labels(std::size_t(Config::batch));
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(Config::batch));
   df::system::cuda::download(first.data(), loaded.input().data, first.size() * sizeof(float));
   df::system::cuda::download(labels.data(), loaded.source_labels().data(),
                              labels.size() * sizeof(std::int32_t));

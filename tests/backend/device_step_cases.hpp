@@ -125,19 +125,19 @@ void load_batch(Step& step, const host_batch& b) {
 // Any step's parameters, gradients and optimizer state as doubles.
 template <class Step>
 std::vector<double> parameters_of(const Step& s) {
-  std::vector<typename Step::value_type> v(std::size_t(Step::parameter_count()));
+  std::vector<typename Step::value_type> v(static_cast<std::size_t>(Step::parameter_count()));
   s.read_parameters(v);
   return {v.begin(), v.end()};
 }
 template <class Step>
 std::vector<double> gradients_of(const Step& s) {
-  std::vector<typename Step::value_type> v(std::size_t(Step::parameter_count()));
+  std::vector<typename Step::value_type> v(static_cast<std::size_t>(Step::parameter_count()));
   s.read_gradients(v);
   return {v.begin(), v.end()};
 }
 template <class Step>
 std::vector<double> optimizer_state_of(const Step& s) {
-  std::vector<typename Step::value_type> v(std::size_t(Step::optimizer_state_size()));
+  std::vector<typename Step::value_type> v(static_cast<std::size_t>(Step::optimizer_state_size()));
   s.read_optimizer_state(v);
   return {v.begin(), v.end()};
 }
@@ -299,7 +299,7 @@ TEST_SUITE(DAFUSE_TEST_SUITE) {
     using step =
         device_step<relu_net, df::head::dann<df::schedule::ganin>, df::clip::none, df::optim::adam>;
     step s(adam_args());
-    std::vector<float> p(std::size_t(step::parameter_count()));
+    std::vector<float> p(static_cast<std::size_t>(step::parameter_count()));
     s.read_parameters(p);
     for (float& v : p) v = 0.25f * v + 0.125f;
     s.write_parameters(p);

@@ -17,7 +17,7 @@ inline float first_parameter(step& s) {
 #ifdef DAFUSE_COMPILE_FAIL
   return s.parameters()[0];
 #else
-  std::vector<float> p(std::size_t(step::parameter_count()));
+  std::vector<float> p(static_cast<std::size_t>(step::parameter_count()));
   s.read_parameters(p);
   return p[0];
 #endif

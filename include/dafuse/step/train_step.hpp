@@ -210,7 +210,7 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
   //! last_report() reads it when asked. On a host system it is run().
   void enqueue() {
     if constexpr (device_queue)
-      exec_.queue_step(rules(), [this](executor_type& e, auto lambda, auto loss_scale) {
+      exec_.queue_step(rules(), [](executor_type& e, auto lambda, auto loss_scale) {
         return phases(e, lambda, loss_scale, nullptr);
       });
     else
@@ -247,7 +247,7 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
   step_report compute_gradients(double lambda) {
     if constexpr (device_queue) {
       exec_.queue_gradients(rules(), lambda,
-                            [this](executor_type& e, auto lambda_value, auto loss_scale) {
+                            [](executor_type& e, auto lambda_value, auto loss_scale) {
                               return phases(e, lambda_value, loss_scale, nullptr);
                             });
       return exec_.report();

@@ -219,10 +219,10 @@ void save_checkpoint(const std::string& path, const Step& step, const run_positi
   payload.put(run.best_step);
   payload.put(run.evaluations_since_best);
   // Copied out of the step's memory (device memory on a device system).
-  std::vector<value_type> values(std::size_t(Step::parameter_count()));
+  std::vector<value_type> values(static_cast<std::size_t>(Step::parameter_count()));
   step.read_parameters(values);
   payload.put_values(values.data(), values.size());
-  values.resize(std::size_t(Step::optimizer_state_size()));
+  values.resize(static_cast<std::size_t>(Step::optimizer_state_size()));
   step.read_optimizer_state(values);
   payload.put_values(values.data(), values.size());
 

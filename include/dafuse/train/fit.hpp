@@ -372,7 +372,7 @@ fit_result train_loop(Step& step,
   std::optional<evaluator<Step, Data>> scorer;
   if (o.eval_every > 0) scorer.emplace(validation, target, o);
   std::vector<typename Step::value_type> best_parameters;
-  if (o.restore_best) best_parameters.reserve(std::size_t(Step::parameter_count()));
+  if (o.restore_best) best_parameters.reserve(static_cast<std::size_t>(Step::parameter_count()));
 
   auto batches = make_batcher(std::uint64_t(first));
   index_t skipped_in_a_row = 0;
@@ -445,7 +445,7 @@ fit_result train_loop(Step& step,
         position.evaluations_since_best = 0;
         r.selected_target_accuracy = e.target_accuracy;
         if (o.restore_best) {
-          best_parameters.resize(std::size_t(Step::parameter_count()));
+          best_parameters.resize(static_cast<std::size_t>(Step::parameter_count()));
           step.read_parameters(best_parameters);
         }
         if (!o.best_checkpoint.empty()) {
@@ -489,7 +489,7 @@ fit_result train_loop(Step& step,
   }
   r.source_accuracy = accuracy(step, source);
   if (target.has_labels()) r.target_accuracy = accuracy(step, target);
-  std::vector<typename Step::value_type> trained(std::size_t(Step::parameter_count()));
+  std::vector<typename Step::value_type> trained(static_cast<std::size_t>(Step::parameter_count()));
   step.read_parameters(trained);
   r.parameters.assign(trained.begin(), trained.end());
   return r;

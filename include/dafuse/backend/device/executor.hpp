@@ -281,7 +281,7 @@ class executor<System, Step> {
   //! Draws fresh parameters from `seed` (nn::initialize_parameters, on the host) and zeroes the
   //! optimizer state.
   void initialize(std::uint64_t seed, nn::weight_init init) {
-    std::vector<T> host(std::size_t(Net::param_count));
+    std::vector<T> host(static_cast<std::size_t>(Net::param_count));
     nn::initialize_parameters<Net>(host.data(), seed, init);
     ops_.to_device(params_.data(), host.data(), host.size() * sizeof(T));
     thrust::fill_n(ops_.policy(), state_.data(), state_.size(), T(0));
