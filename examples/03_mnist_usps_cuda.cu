@@ -50,7 +50,7 @@ std::pair<df::fit_result, double> timed_fit(const df::data::dataset& source,
 int main(int argc, char** argv) try {
   const long seeds = examples::option(argc, argv, "--seeds", 3);
   const long steps = examples::option(argc, argv, "--steps", 3000);
-  const bool compare_host = examples::option(argc, argv, "--compare-host", 1) != 0;
+  const bool compare_host = examples::text_option(argc, argv, "--compare-host", "1") != "0";
   const std::filesystem::path dir = examples::text_option(
       argc, argv, "--data", std::string(DAFUSE_SOURCE_DIR) + "/data/jda_mnist_usps");
   if (!df::backend::cuda::device_available()) {
