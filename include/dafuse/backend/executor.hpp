@@ -5,7 +5,9 @@
 //!
 //! A step composes (slot contracts, rates, loss-scale and clip decisions, the order of phases,
 //! the report); an executor owns the memory and runs each phase on its system. One
-//! specialisation per system: backend/host/executor.hpp for Thrust's OpenMP and CPP systems.
+//! specialisation per kind of system: backend/host/executor.hpp for the systems whose memory the
+//! host reads (Thrust's OpenMP and CPP systems), backend/device/executor.hpp for those it does not
+//! (system::cuda, backend/cuda/executor.cuh; system::omp_device, its CPU stand-in).
 //! `Step` is the step's description (step/step_types.hpp): its network, precision, optimizer and
 //! the types they derive.
 //!
@@ -13,7 +15,10 @@
 //!   executor(const fit_args&)            every buffer sized once; nothing allocated after
 //!   initialize(seed, init)               fresh parameters, zero optimizer state
 //!   input() / sparse_batch(), source_labels()   where a loader writes the next batch
-//!   parameters(), gradients(), optimizer_state(), memory_bytes()
+//!   read(part, host span), write(part, host span)   copies of the parameters, gradients or
+//!                                        optimizer state (every system)
+//!   parameters(), gradients(), optimizer_state()     spans of them (host systems only)
+//!   memory_bytes()
 //!   run(phases)                          runs `phases()` with the executor's threads held
 //!   prepare_batch()                      checks the batch and readies it and the weights
 //!   forward<M>(cols), backward<M>(cols, input_scale, accumulate) -> ‖∂L/∂θ_M‖²
@@ -24,7 +29,9 @@
 #include <dafuse/config.hpp>
 #include <dafuse/core/meta.hpp>
 
+#include <array>
 #include <cstdint>
+#include <limits>
 #include <span>
 
 namespace dafuse {
@@ -63,6 +70,38 @@ struct domain_loss_result {
   double accuracy = 0;  //!< fraction of rows on the right side of 0
 };
 
+//! A part of a step's state, for the copies every executor offers (read, write).
+enum class state_part {
+  parameters,       //!< [param_count]
+  gradients,        //!< [param_count]
+  optimizer_state,  //!< [state_per_param · param_count]
+};
+
+//! What one step reports: its losses before the update, the gradient norm before clipping, and
+//! the scheduled values it used.
+struct step_report {
+  double label_loss = 0;      //!< L_y: mean softmax cross-entropy over the source rows
+  double domain_loss = 0;     //!< L_d: mean BCE over source and target rows (0 without G_d)
+  double grad_norm = 0;       //!< ‖∂L/∂θ‖ over all trained parameters, before clipping
+  double task_grad_norm = 0;  //!< the same over G_f and G_y
+  double discriminator_grad_norm = 0;  //!< the same over G_d (0 without it)
+  //! Fraction of the 2B rows G_d puts on the right side of 0 (source < 0 < target) before the
+  //! update: ½ means the features fool it, 1 that the domains are apart (0 without G_d).
+  double domain_accuracy = 0;
+  bool skipped = false;   //!< no update: the gradients were not finite (parameters untouched)
+  double lambda = 0;      //!< λ of the reversal this step
+  double lr = 0;          //!< learning rate this step
+  double loss_scale = 1;  //!< S the loss was scaled by this step (1 without a loss scaler)
+};
+
+//! What the update does after a step's backward: nothing (non-finite gradients), or each module's
+//! range, gradient scale (clip and unscale together) and learning rate, and the clamp bound.
+struct update_plan {
+  bool skipped = false;                    //!< no update: the gradients were not finite
+  std::array<module_update, 3> modules{};  //!< G_f, G_y, G_d
+  double clip_limit = std::numeric_limits<double>::infinity();  //!< clip::value's bound
+};
+
 namespace backend {
 
 //! Runs a step's phases on `System`. The primary template is never used: each system has a
@@ -71,8 +110,9 @@ template <class System, class Step>
 class executor {
   static_assert(dependent_false<System>,
                 "dafuse: no executor for this system; include <dafuse/backend/host/executor.hpp> "
-                "for system::omp and system::cpp (backend/select.hpp does), or name a system "
-                "that has one");
+                "for system::omp and system::cpp, <dafuse/backend/device/executor.hpp> for "
+                "system::omp_device, <dafuse/backend/cuda/executor.cuh> (nvcc) for system::cuda "
+                "(backend/select.hpp does), or name a system that has one");
 };
 
 }  // namespace backend

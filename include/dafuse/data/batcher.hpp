@@ -38,6 +38,11 @@ namespace dafuse::data {
 //! loader::sync: rows are copied on the host into a staging block, then into the step's input.
 template <class System>
 class batcher<loader::sync, System> {
+  static_assert(System::host_accessible,
+                "dafuse: loader::sync copies each batch from host memory into the step's input; "
+                "a step on a device system (system::cuda) takes loader::resident, which keeps "
+                "the data in device memory");
+
  public:
   batcher(const dataset& source,
           const dataset& target,
@@ -90,10 +95,9 @@ class batcher<loader::resident, System> {
         target_rows_(with_target ? target.features.size() : 0),
         source_labels_(source.labels.size()),
         indices_(std::size_t((with_target ? 2 : 1) * batch)) {
-    thrust::copy(source.features.begin(), source.features.end(), source_rows_.data());
-    if (with_target)
-      thrust::copy(target.features.begin(), target.features.end(), target_rows_.data());
-    thrust::copy(source.labels.begin(), source.labels.end(), source_labels_.data());
+    copy_in(source.features, source_rows_);
+    if (with_target) copy_in(target.features, target_rows_);
+    copy_in(source.labels, source_labels_);
   }
 
   template <class T>
@@ -101,14 +105,17 @@ class batcher<loader::resident, System> {
     const auto start = detail::wait_meter::clock::now();
     const std::span<const index_t> idx = draws_.draw(x, labels);
     const index_t b = draws_.batch(), rows = index_t(idx.size()), w = width_;
-    thrust::copy(idx.begin(), idx.end(), indices_.data());
+    if constexpr (System::host_accessible)
+      thrust::copy(idx.begin(), idx.end(), indices_.data());
+    else
+      System::upload(indices_.data(), idx.data(), idx.size_bytes());
     const index_t* index = indices_.data();
     const float* src = source_rows_.data();
     const float* tgt = target_rows_.data();
     const std::int32_t* y = source_labels_.data();
     T* out = x.data;
     std::int32_t* out_labels = labels.data();
-    const auto gather = [=](index_t c) {
+    const auto gather = [=] DAFUSE_HOST_DEVICE(index_t c) {
       const float* r = (c < b ? src : tgt) + index[c] * w;
       for (index_t k = 0; k < w; ++k) out[c * w + k] = T(r[k]);
       if (c < b) out_labels[c] = y[index[c]];
@@ -131,6 +138,16 @@ class batcher<loader::resident, System> {
   double last_wait_seconds() const { return wait_.last(); }
 
  private:
+  // Host values into the system's memory (a device system's own copy: its memory may not be the
+  // host's).
+  template <class V>
+  static void copy_in(const std::vector<V>& from, buffer<V, System>& to) {
+    if constexpr (System::host_accessible)
+      thrust::copy(from.begin(), from.end(), to.data());
+    else
+      System::upload(to.data(), from.data(), from.size() * sizeof(V));
+  }
+
   index_t width_;
   detail::batch_indices draws_;
   buffer<float, System> source_rows_, target_rows_;

@@ -46,6 +46,11 @@ namespace dafuse::data {
 //! batcher; fill() is called from one thread at a time.
 template <int Workers, int Depth, class System>
 class batcher<loader::prefetch<Workers, Depth>, System> {
+  static_assert(System::host_accessible,
+                "dafuse: loader::prefetch copies each batch from host memory into the step's "
+                "input; a step on a device system (system::cuda) takes loader::resident, which "
+                "keeps the data in device memory");
+
  public:
   //! The first six arguments are every batcher's. `assembly_hook`, for tests and fault
   //! injection, runs in a worker as hook(n) after batch n's indices are drawn (n counts from 0,

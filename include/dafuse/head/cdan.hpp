@@ -41,17 +41,17 @@ struct cdan : reversal_defaults<Schedule> {
   }
 
   //! T = softmax(g) ⊗ h on all 2B rows, G_d on T, and the (weighted) mean BCE of its logit.
-  template <class Exec>
-  static auto forward(Exec& exec, double loss_scale) {
+  template <class Exec, class Scale>
+  static auto forward(Exec& exec, Scale loss_scale) {
     exec.multilinear_map(entropy_conditioning);
     exec.template forward<nn::dann_module::discriminator>();
     return exec.domain_loss(loss_scale, entropy_conditioning);
   }
   //! G_d's backward into ∂L/∂T, scaled by the reversal's −λ, then δh = Σ_c g_c · δT_c.
-  template <class Exec>
-  static double backward(Exec& exec, double lambda) {
-    const nn::grad_reversal<double> reversal{lambda};
-    const double sq = exec.template backward<nn::dann_module::discriminator>(
+  template <class Exec, class Weight>
+  static auto backward(Exec& exec, Weight lambda) {
+    const nn::grad_reversal<Weight> reversal{lambda};
+    const auto sq = exec.template backward<nn::dann_module::discriminator>(
         reversal.backward_scale(), /*accumulate=*/false);
     exec.multilinear_backward();
     return sq;

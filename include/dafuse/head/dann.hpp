@@ -33,16 +33,16 @@ struct dann : reversal_defaults<Schedule> {
   }
 
   //! G_d on h (all 2B rows) and the mean BCE of its logit; writes the logit's gradient.
-  template <class Exec>
-  static auto forward(Exec& exec, double loss_scale) {
+  template <class Exec, class Scale>
+  static auto forward(Exec& exec, Scale loss_scale) {
     exec.template forward<nn::dann_module::discriminator>();
     return exec.domain_loss(loss_scale);
   }
   //! G_d's backward: its parameter gradients (their squared norm is returned) and, through the
   //! reversal, −λ · ∂L_d/∂h written into δh.
-  template <class Exec>
-  static double backward(Exec& exec, double lambda) {
-    const nn::grad_reversal<double> reversal{lambda};
+  template <class Exec, class Weight>
+  static auto backward(Exec& exec, Weight lambda) {
+    const nn::grad_reversal<Weight> reversal{lambda};
     return exec.template backward<nn::dann_module::discriminator>(reversal.backward_scale(),
                                                                   /*accumulate=*/false);
   }

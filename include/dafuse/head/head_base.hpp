@@ -41,7 +41,7 @@ struct defaults {
   //! Run-time checks of the fields the head reads.
   static status can_implement(const fit_args&) { return status::ok(); }
   //! The weight of the head's loss at `now` (λ of the reversal for adversarial heads).
-  static double weight(const fit_args&, progress) { return 0.0; }
+  DAFUSE_HOST_DEVICE static double weight(const fit_args&, progress) { return 0.0; }
   //! Compile-time checks of the network's shapes the head relies on (static_asserts with a
   //! `dafuse:` message); true when they hold.
   template <class Net>
@@ -57,7 +57,7 @@ struct reversal_defaults : defaults {
   using schedule_type = Schedule;  //!< λ and learning-rate schedule
   static constexpr bool draws_target_rows = true;
   //! λ(p) = lambda_max · Schedule::lambda(p).
-  static double weight(const fit_args& a, progress now) {
+  DAFUSE_HOST_DEVICE static double weight(const fit_args& a, progress now) {
     return double(a.lambda_max) * Schedule::lambda(now);
   }
 
@@ -104,7 +104,7 @@ struct step_rates {
 //! The rates of step `step_index` of a run of args.steps under head H. The fused and the eager
 //! step both take their rates from here.
 template <class H>
-step_rates scheduled_rates(const fit_args& args, index_t step_index) {
+DAFUSE_HOST_DEVICE step_rates scheduled_rates(const fit_args& args, index_t step_index) {
   const progress now{step_index, args.steps};
   return {H::weight(args, now), double(args.lr) * H::schedule_type::lr_factor(now)};
 }

@@ -23,11 +23,13 @@ struct grad_norms {
   double classifier_sq = 0;     //!< ‖∂L/∂θ_y‖²
   double discriminator_sq = 0;  //!< ‖∂L/∂θ_d‖²
   //! ‖g‖ over every parameter (PyTorch's clip_grad_norm_ total_norm with norm_type 2).
-  double global() const { return std::sqrt(features_sq + classifier_sq + discriminator_sq); }
+  DAFUSE_HOST_DEVICE double global() const {
+    return std::sqrt(features_sq + classifier_sq + discriminator_sq);
+  }
   //! ‖g‖ over G_f and G_y.
-  double task() const { return std::sqrt(features_sq + classifier_sq); }
+  DAFUSE_HOST_DEVICE double task() const { return std::sqrt(features_sq + classifier_sq); }
   //! ‖g‖ over G_d.
-  double discriminator() const { return std::sqrt(discriminator_sq); }
+  DAFUSE_HOST_DEVICE double discriminator() const { return std::sqrt(discriminator_sq); }
 };
 
 //! What the update pass does to each gradient g before the optimizer sees it:
@@ -41,7 +43,7 @@ struct clip_scales {
 namespace detail {
 //! PyTorch's clip_grad_norm_ coefficient max_norm / (norm + 1e-6), never above 1 (1e-6 guards
 //! against division by zero).
-inline double norm_clip_scale(double norm, double max_norm) {
+DAFUSE_HOST_DEVICE inline double norm_clip_scale(double norm, double max_norm) {
   const double coefficient = max_norm / (norm + 1e-6);
   return coefficient < 1 ? coefficient : 1;
 }
@@ -58,7 +60,7 @@ namespace dafuse::clip {
 //! Gradients pass unchanged.
 struct none {
   using clip_tag = void;  //!< fills the clip slot
-  static clip_scales scales(const grad_norms&, const fit_args&) { return {}; }
+  DAFUSE_HOST_DEVICE static clip_scales scales(const grad_norms&, const fit_args&) { return {}; }
   static status can_implement(const fit_args&) { return status::ok(); }
 };
 
@@ -66,7 +68,7 @@ struct none {
 //! gradient is multiplied by max_norm / (‖g‖ + 1e-6); otherwise they are left as they are.
 struct global_norm {
   using clip_tag = void;  //!< fills the clip slot
-  static clip_scales scales(const grad_norms& n, const fit_args& a) {
+  DAFUSE_HOST_DEVICE static clip_scales scales(const grad_norms& n, const fit_args& a) {
     const double s = detail::norm_clip_scale(n.global(), a.max_grad_norm);
     return {s, s};
   }
@@ -78,7 +80,7 @@ struct global_norm {
 //! Each gradient clamped to ±max_grad_value, as torch.nn.utils.clip_grad_value_.
 struct value {
   using clip_tag = void;  //!< fills the clip slot
-  static clip_scales scales(const grad_norms&, const fit_args& a) {
+  DAFUSE_HOST_DEVICE static clip_scales scales(const grad_norms&, const fit_args& a) {
     return {1, 1, double(a.max_grad_value)};
   }
   static status can_implement(const fit_args& a) {
@@ -91,7 +93,7 @@ struct value {
 //! discriminator with large gradients cannot shrink the task's update, nor the reverse.
 struct per_module_norm {
   using clip_tag = void;  //!< fills the clip slot
-  static clip_scales scales(const grad_norms& n, const fit_args& a) {
+  DAFUSE_HOST_DEVICE static clip_scales scales(const grad_norms& n, const fit_args& a) {
     return {detail::norm_clip_scale(n.task(), a.max_grad_norm),
             detail::norm_clip_scale(n.discriminator(), a.max_grad_norm_discriminator)};
   }

@@ -37,7 +37,7 @@ struct sgd {
   };
 
   template <class T>
-  static coefficients<T> make(const fit_args& a, double lr, index_t step_index) {
+  DAFUSE_HOST_DEVICE static coefficients<T> make(const fit_args& a, double lr, index_t step_index) {
     return {T(lr), T(a.momentum), T(a.dampening), T(a.weight_decay), a.nesterov, step_index == 0};
   }
 
@@ -93,7 +93,7 @@ struct adam_rule {
   };
 
   template <class T>
-  static coefficients<T> make(const fit_args& a, double lr, index_t step_index) {
+  DAFUSE_HOST_DEVICE static coefficients<T> make(const fit_args& a, double lr, index_t step_index) {
     const double t = double(step_index + 1);
     const double correction1 = 1.0 - std::pow(double(a.beta1), t);
     const double correction2 = 1.0 - std::pow(double(a.beta2), t);

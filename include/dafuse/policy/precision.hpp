@@ -40,7 +40,7 @@ struct none {
   using loss_scale_tag = void;           //!< a loss scaler
   static constexpr bool scales = false;  //!< S is 1
   static double initial(const fit_args&) { return 1.0; }
-  static void update(loss_scale_state&, bool /*overflow*/, const fit_args&) {}
+  DAFUSE_HOST_DEVICE static void update(loss_scale_state&, bool /*overflow*/, const fit_args&) {}
   static status can_implement(const fit_args&) { return status::ok(); }
 };
 
@@ -54,9 +54,10 @@ struct dynamic {
   using loss_scale_tag = void;          //!< a loss scaler
   static constexpr bool scales = true;  //!< S is a run-time value
   static double initial(const fit_args& a) { return double(a.loss_scale_init); }
-  static void update(loss_scale_state& s, bool overflow, const fit_args& a) {
+  DAFUSE_HOST_DEVICE static void update(loss_scale_state& s, bool overflow, const fit_args& a) {
     if (overflow) {
-      s.scale = std::max(s.scale * double(a.loss_scale_backoff), double(a.loss_scale_min));
+      const double backed_off = s.scale * double(a.loss_scale_backoff);
+      s.scale = backed_off > double(a.loss_scale_min) ? backed_off : double(a.loss_scale_min);
       s.good_steps = 0;
     } else if (++s.good_steps == a.loss_scale_interval) {
       s.scale *= double(a.loss_scale_growth);
@@ -100,7 +101,7 @@ struct fixed {
   static constexpr bool scales = true;        //!< S is a constant
   static constexpr double value = double(S);  //!< the scale
   static double initial(const fit_args&) { return value; }
-  static void update(loss_scale_state&, bool /*overflow*/, const fit_args&) {}
+  DAFUSE_HOST_DEVICE static void update(loss_scale_state&, bool /*overflow*/, const fit_args&) {}
   static status can_implement(const fit_args&) { return status::ok(); }
 };
 

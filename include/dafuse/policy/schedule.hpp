@@ -21,7 +21,7 @@ struct progress {
   index_t step = 0;   //!< i: steps taken before this one
   index_t steps = 1;  //!< N: fit_args::steps
   //! p = i / N, 0 at the first step.
-  constexpr double fraction() const { return double(step) / double(steps); }
+  DAFUSE_HOST_DEVICE constexpr double fraction() const { return double(step) / double(steps); }
 };
 
 }  // namespace dafuse
@@ -36,10 +36,12 @@ struct ganin {
   static constexpr double gamma = 10;   //!< steepness of the λ ramp
   static constexpr double alpha = 10;   //!< learning-rate decay speed
   static constexpr double beta = 0.75;  //!< learning-rate decay power
-  static double lambda(const progress& t) {
+  DAFUSE_HOST_DEVICE static double lambda(const progress& t) {
     return 2.0 / (1.0 + std::exp(-gamma * t.fraction())) - 1.0;
   }
-  static double lr_factor(const progress& t) { return std::pow(1.0 + alpha * t.fraction(), -beta); }
+  DAFUSE_HOST_DEVICE static double lr_factor(const progress& t) {
+    return std::pow(1.0 + alpha * t.fraction(), -beta);
+  }
 };
 
 //! The Transfer-Learning-Library's DANN defaults, by iteration i rather than progress (Jiang et
@@ -52,10 +54,10 @@ struct tllib {
   static constexpr double max_iters = 1000;  //!< iterations over which λ ramps
   static constexpr double gamma = 0.001;     //!< learning-rate decay speed
   static constexpr double decay = 0.75;      //!< learning-rate decay power
-  static double lambda(const progress& t) {
+  DAFUSE_HOST_DEVICE static double lambda(const progress& t) {
     return 2.0 / (1.0 + std::exp(-alpha * double(t.step) / max_iters)) - 1.0;
   }
-  static double lr_factor(const progress& t) {
+  DAFUSE_HOST_DEVICE static double lr_factor(const progress& t) {
     return std::pow(1.0 + gamma * double(t.step), -decay);
   }
 };
@@ -63,8 +65,8 @@ struct tllib {
 //! λ = lambda_max and lr = lr₀ throughout.
 struct constant {
   using schedule_tag = void;  //!< a schedule
-  static double lambda(const progress&) { return 1.0; }
-  static double lr_factor(const progress&) { return 1.0; }
+  DAFUSE_HOST_DEVICE static double lambda(const progress&) { return 1.0; }
+  DAFUSE_HOST_DEVICE static double lr_factor(const progress&) { return 1.0; }
 };
 
 }  // namespace dafuse::schedule

@@ -3,6 +3,7 @@
 //! @brief `step_types`: a step's slot contracts, the types and sizes its policies derive, its
 //! run-time checks and its report — what train_step, eager_step and every executor share.
 #pragma once
+#include <dafuse/backend/executor.hpp>
 #include <dafuse/config.hpp>
 #include <dafuse/core/half.hpp>
 #include <dafuse/core/meta.hpp>
@@ -21,23 +22,6 @@
 #include <type_traits>
 
 namespace dafuse {
-
-//! What one step reports: its losses before the update, the gradient norm before clipping, and
-//! the scheduled values it used.
-struct step_report {
-  double label_loss = 0;      //!< L_y: mean softmax cross-entropy over the source rows
-  double domain_loss = 0;     //!< L_d: mean BCE over source and target rows (0 without G_d)
-  double grad_norm = 0;       //!< ‖∂L/∂θ‖ over all trained parameters, before clipping
-  double task_grad_norm = 0;  //!< the same over G_f and G_y
-  double discriminator_grad_norm = 0;  //!< the same over G_d (0 without it)
-  //! Fraction of the 2B rows G_d puts on the right side of 0 (source < 0 < target) before the
-  //! update: ½ means the features fool it, 1 that the domains are apart (0 without G_d).
-  double domain_accuracy = 0;
-  bool skipped = false;   //!< no update: the gradients were not finite (parameters untouched)
-  double lambda = 0;      //!< λ of the reversal this step
-  double lr = 0;          //!< learning rate this step
-  double loss_scale = 1;  //!< S the loss was scaled by this step (1 without a loss scaler)
-};
 
 template <class Net, class Loader, class Precision, class Clip, class Head, class Optim>
 struct step_types;

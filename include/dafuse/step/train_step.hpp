@@ -27,6 +27,7 @@
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/core/profiler.hpp>
+#include <dafuse/data/dataset.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/policy/arguments.hpp>
 #include <dafuse/policy/clip.hpp>
@@ -37,6 +38,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <new>
 #include <span>
 #include <string>
@@ -59,6 +61,70 @@ struct system_check {
   static constexpr bool reported = sizeof(system_asserts<System>) > 0;
   static constexpr bool valid = system::system_policy<System> && reported;  // as in slot_check
   using type = std::conditional_t<valid, System, backend::default_system>;
+};
+}  // namespace detail
+
+//! A step's decisions, as one trivially copyable value of `DAFUSE_HOST_DEVICE` functions: λ and
+//! the learning rate from the schedule, the unscaled norms, the overflow skip, the loss scaler's
+//! update and the clip scales. The host executor's steps call them inline; a device executor
+//! calls them in a kernel of one thread, on the state it keeps in device memory, so that a step
+//! needs no host round trip. `Types` is the step's step_types.
+template <class Types>
+struct step_rules {
+  fit_args args;  //!< the run's numbers
+
+  //! λ and the learning rate of step `step_index`.
+  DAFUSE_HOST_DEVICE step_rates rates(index_t step_index) const {
+    return scheduled_rates<typename Types::head_type>(args, step_index);
+  }
+  //! The gradients hold S·∂L/∂θ: the squared norms divided by S², which clipping and the report
+  //! see.
+  DAFUSE_HOST_DEVICE grad_norms unscaled(grad_norms n, double loss_scale) const {
+    if constexpr (Types::loss_scale_type::scales) {
+      const double inverse_sq = 1.0 / (loss_scale * loss_scale);
+      n.features_sq *= inverse_sq;
+      n.classifier_sq *= inverse_sq;
+      n.discriminator_sq *= inverse_sq;
+    }
+    return n;
+  }
+  //! The update after a backward whose unscaled norms are `n`, with learning rate `lr`; updates
+  //! the loss scaler's state `s` (whose S the gradients were scaled by). A non-finite gradient (an
+  //! fp16 overflow, a NaN that reached the batch) would corrupt every parameter it touches: the
+  //! update is skipped instead, and a dynamic loss scaler backs off.
+  DAFUSE_HOST_DEVICE update_plan plan(const grad_norms& n, loss_scale_state& s, double lr) const {
+    using net = typename Types::net_type;
+    const double used_scale = s.scale;
+    const bool overflow = !std::isfinite(n.global());
+    Types::loss_scale_type::update(s, overflow, args);
+    update_plan p;
+    if (overflow) {
+      p.skipped = true;
+      return p;
+    }
+    // Clip on the unscaled norms, then fold the unscaling 1/S into each module's scale.
+    clip_scales clip = Types::clip_type::scales(n, args);
+    const double unscale = 1.0 / used_scale;
+    clip.task *= unscale;
+    clip.discriminator *= unscale;
+    // Without a discriminator G_d is not trained: an empty range.
+    p.modules[0] = {net::features_offset, net::classifier_offset, clip.task,
+                    lr * double(args.lr_mult.features)};
+    p.modules[1] = {net::classifier_offset, net::discriminator_offset, clip.task,
+                    lr * double(args.lr_mult.classifier)};
+    p.modules[2] = {net::discriminator_offset, Types::trained_param_count, clip.discriminator,
+                    lr * double(args.lr_mult.discriminator)};
+    p.clip_limit = clip.limit;
+    return p;
+  }
+};
+
+namespace detail {
+//! Whether an executor queues steps on a device (backend/device/executor.hpp) rather than
+//! running them on the caller's threads.
+template <class Exec>
+inline constexpr bool queues_steps = requires {
+  requires Exec::queues_steps;
 };
 }  // namespace detail
 
@@ -91,7 +157,14 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
   using types::trained_param_count;
   using types::trains_discriminator;
   using sparse_batch_slots = dafuse::sparse_batch_slots<value_type>;  //!< a sparse batch's slots
-  using inference = dafuse::inference;                                //!< where infer() writes
+  //! The host reads the step's memory: parameters(), input() and the other spans are host memory.
+  //! On a device system they are not (input() and source_labels() are device memory, for
+  //! loaders on the device) and the state moves through read_*/write_* copies.
+  static constexpr bool host_memory = system_type::host_accessible;
+  //! Steps are queued on a device (their decisions made there, their reports read when asked)
+  //! rather than run on the caller's threads: enqueue(), last_report(), tallies().
+  static constexpr bool device_queue = detail::queues_steps<executor_type>;
+  using inference = dafuse::inference;  //!< where infer() writes
 
   //! Sizes and allocates everything once, and initialises the parameters from args.seed.
   explicit train_step(const fit_args& args) try : args_(checked(args)), exec_(args_) {
@@ -108,13 +181,15 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
     exec_.initialize(seed, args_.init);
     step_index_ = 0;
     loss_scale_ = {loss_scale_type::initial(args_), 0};
+    if constexpr (device_queue) exec_.set_position(0, loss_scale_);
   }
 
   //! Rows the step reads per call: B source then B target (B only when the head draws no target
   //! rows).
   index_t feature_rows() const { return types::rows_for(args_.batch); }
 
-  //! The batch the loader fills: [input_width, feature_rows()], source columns first.
+  //! The batch the loader fills: [input_width, feature_rows()], source columns first (in the
+  //! system's memory: device memory on system::cuda).
   matrix_view<value_type> input() requires(!sparse_input) { return exec_.input(); }
 
   //! Where a sparse batch goes (sparse_input only): feature_rows() samples, source first, in CSR
@@ -124,18 +199,69 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
   std::span<std::int32_t> source_labels() { return exec_.source_labels(); }
 
   //! One training step on input() and source_labels(): forward, losses, backward, clip, update.
+  //! Returns its report (on a device system that waits for the step: enqueue() does not).
   step_report run() {
-    step_report report;
-    exec_.run([&] { report = train_once(); });
-    return report;
+    if constexpr (device_queue) {
+      enqueue();
+      return exec_.report();
+    } else {
+      step_report report;
+      exec_.run([&] { report = train_once(); });
+      return report;
+    }
   }
+
+  //! One training step, as run(), without waiting for it or reading its report: on a device
+  //! system the step is queued (replaying the step's CUDA graph, captured on the first call);
+  //! last_report() reads it when asked. On a host system it is run().
+  void enqueue() {
+    if constexpr (device_queue)
+      exec_.queue_step(rules(), [](executor_type& e, auto lambda, auto loss_scale) {
+        return phases(e, lambda, loss_scale, nullptr);
+      });
+    else
+      last_report_ = run();
+  }
+  //! The report of the last step taken (waits for it on a device system).
+  step_report last_report() const {
+    if constexpr (device_queue)
+      return exec_.report();
+    else
+      return last_report_;
+  }
+
+  //! What a training loop checks of a device step's queued steps, read when it asks: steps
+  //! skipped for non-finite gradients so far, the last of them in a row, and the first step
+  //! (counted from 1) whose loss was not finite (-1: none). Device systems only.
+  auto tallies() const requires device_queue { return exec_.tallies(); }
+
+  //! loader::resident on a device system: copies `source` and (when the head draws target rows)
+  //! `target` into device memory once; every later step draws its batch there, as
+  //! data::batcher<loader::resident> would for args().seed from batch `first_batch` on, within the
+  //! step's queued work (no host work per step). fit does this for device steps.
+  void load_resident(const data::dataset& source,
+                     const data::dataset& target,
+                     std::uint64_t first_batch = 0) requires device_queue {
+    exec_.load_resident(source, target, draws_target_rows, args_.seed, first_batch);
+  }
+
+  //! The executor, for settings of its own (e.g. capture_graphs on a device system).
+  executor_type& executor() { return exec_; }
 
   //! Forward and backward only: fills gradients() for the current parameters with reversal
   //! weight λ and returns the losses; no parameter changes. Used by run() and by gradient checks.
   step_report compute_gradients(double lambda) {
-    step_report report;
-    exec_.run([&] { report = gradients_of_batch(lambda); });
-    return report;
+    if constexpr (device_queue) {
+      exec_.queue_gradients(rules(), lambda,
+                            [](executor_type& e, auto lambda_value, auto loss_scale) {
+                              return phases(e, lambda_value, loss_scale, nullptr);
+                            });
+      return exec_.report();
+    } else {
+      step_report report;
+      exec_.run([&] { report = gradients_of_batch(lambda); });
+      return report;
+    }
   }
 
   //! Runs G_f and G_y (in evaluation chunks of fit_args::eval_chunk samples) on `n` rows stored
@@ -162,19 +288,104 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
     infer(rows, inference{.classes = classes});
   }
 
-  std::span<value_type> parameters() { return exec_.parameters(); }
-  std::span<const value_type> parameters() const { return exec_.parameters(); }
+  //! The parameters ([param_count], Net's layout) as a span of host memory: host systems only
+  //! (read_parameters and write_parameters copy them on every system).
+  std::span<value_type> parameters() {
+    static_assert(host_memory,
+                  "dafuse: parameters() is a span of host memory, which a step on "
+                  "a device system (system::cuda) does not have: copy them with "
+                  "read_parameters(span) and write_parameters(span)");
+    if constexpr (host_memory)
+      return exec_.parameters();
+    else
+      return {};
+  }
+  std::span<const value_type> parameters() const {
+    static_assert(host_memory,
+                  "dafuse: parameters() is a span of host memory, which a step on "
+                  "a device system (system::cuda) does not have: copy them with "
+                  "read_parameters(span) and write_parameters(span)");
+    if constexpr (host_memory)
+      return exec_.parameters();
+    else
+      return {};
+  }
   //! Raw gradients of the last compute_gradients()/run(), before clipping and still multiplied
-  //! by the loss scale (report.loss_scale; 1 without a loss scaler).
-  std::span<const value_type> gradients() const { return exec_.gradients(); }
+  //! by the loss scale (report.loss_scale; 1 without a loss scaler). Host systems only
+  //! (read_gradients copies them on every system).
+  std::span<const value_type> gradients() const {
+    static_assert(host_memory,
+                  "dafuse: gradients() is a span of host memory, which a step on a "
+                  "device system (system::cuda) does not have: copy them with "
+                  "read_gradients(span)");
+    if constexpr (host_memory)
+      return exec_.gradients();
+    else
+      return {};
+  }
   //! The loss scaler's S and its count of finite steps; S is what the next step scales by.
-  const loss_scale_state& loss_scale() const { return loss_scale_; }
-  //! Squared norms of the last gradients, per module.
-  const grad_norms& norms() const { return norms_; }
+  loss_scale_state loss_scale() const {
+    if constexpr (device_queue)
+      return exec_.position().scale;
+    else
+      return loss_scale_;
+  }
+  //! Squared norms of the last gradients, per module (unscaled).
+  grad_norms norms() const {
+    if constexpr (device_queue)
+      return exec_.norms();
+    else
+      return norms_;
+  }
   //! The optimizer's per-parameter state ([state_per_param · param_count], Optim's layout), e.g.
-  //! SGD's momentum buffer; saved and restored by checkpoints (train/checkpoint.hpp).
-  std::span<value_type> optimizer_state() { return exec_.optimizer_state(); }
-  std::span<const value_type> optimizer_state() const { return exec_.optimizer_state(); }
+  //! SGD's momentum buffer; saved and restored by checkpoints (train/checkpoint.hpp). Host
+  //! systems only (read_optimizer_state and write_optimizer_state copy it on every system).
+  std::span<value_type> optimizer_state() {
+    static_assert(host_memory,
+                  "dafuse: optimizer_state() is a span of host memory, which a step "
+                  "on a device system (system::cuda) does not have: copy it with "
+                  "read_optimizer_state(span) and write_optimizer_state(span)");
+    if constexpr (host_memory)
+      return exec_.optimizer_state();
+    else
+      return {};
+  }
+  std::span<const value_type> optimizer_state() const {
+    static_assert(host_memory,
+                  "dafuse: optimizer_state() is a span of host memory, which a step "
+                  "on a device system (system::cuda) does not have: copy it with "
+                  "read_optimizer_state(span) and write_optimizer_state(span)");
+    if constexpr (host_memory)
+      return exec_.optimizer_state();
+    else
+      return {};
+  }
+
+  // Copies of the state between the step's memory and host memory, on every system: what
+  // checkpoints, fit and validators use. Each span must hold exactly the part's values.
+
+  //! Values in parameters, and in the gradients: param_count.
+  static constexpr index_t parameter_count() { return net_type::param_count; }
+  //! Values in the optimizer state: state_per_param · param_count.
+  static constexpr index_t optimizer_state_size() {
+    return net_type::param_count * types::optim_type::state_per_param;
+  }
+  //! Copies the parameters into `to` ([parameter_count()] host values).
+  void read_parameters(std::span<value_type> to) const { exec_.read(state_part::parameters, to); }
+  //! Sets the parameters from `from` ([parameter_count()] host values).
+  void write_parameters(std::span<const value_type> from) {
+    exec_.write(state_part::parameters, from);
+  }
+  //! Copies the last gradients (as gradients() describes them) into `to`.
+  void read_gradients(std::span<value_type> to) const { exec_.read(state_part::gradients, to); }
+  //! Copies the optimizer state into `to` ([optimizer_state_size()] host values).
+  void read_optimizer_state(std::span<value_type> to) const {
+    exec_.read(state_part::optimizer_state, to);
+  }
+  //! Sets the optimizer state from `from`.
+  void write_optimizer_state(std::span<const value_type> from) {
+    exec_.write(state_part::optimizer_state, from);
+  }
   //! Continues from step `step_index` with loss scaler state `scale` (the schedules and the
   //! optimizer's bias corrections read the step index): with parameters() and optimizer_state()
   //! written back, the next run() is the one an uninterrupted run would take.
@@ -184,6 +395,7 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
     if (!(scale.scale > 0) || !std::isfinite(scale.scale))
       fail("train_step::resume_at", "loss scale", "a finite value > 0",
            std::to_string(scale.scale));
+    if constexpr (device_queue) exec_.set_position(step_index, scale);
     step_index_ = step_index;
     loss_scale_ = scale;
   }
@@ -192,82 +404,88 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
   //! executions, exactly and independent of the allocator.
   std::size_t memory_bytes() const { return exec_.memory_bytes(); }
   //! Steps taken since initialisation.
-  index_t step_index() const { return step_index_; }
+  index_t step_index() const {
+    if constexpr (device_queue)
+      return exec_.position().step;
+    else
+      return step_index_;
+  }
   //! Times every later run() into `p` (phases forward, backward, update); nullptr stops it. The
   //! step does not own `p`. Without a profiler each phase costs one pointer test.
   void set_profiler(profiler* p) { profiler_ = p; }
   const fit_args& args() const { return args_; }
 
  private:
-  // run() with the executor's threads held.
+  step_rules<types> rules() const { return {args_}; }
+
+  //! What the phases of one step produce, in the executor's scalar type: doubles on a host
+  //! system, handles of values in device memory on a device system.
+  template <class S>
+  struct figures {
+    S label_loss{}, domain_loss{}, domain_accuracy{};
+    S features_sq{}, classifier_sq{}, discriminator_sq{};
+  };
+
+  // The phases of the forward, the losses and the backward, in order, over any executor: G_f, G_y,
+  // the label loss, the head's forward and loss (G_d), the head's backward into δh
+  // (head_type::backward: G_d with the reversal's −λ), G_y's backward with its input gradient
+  // added to δh's source columns, G_f's backward. `lambda` and `loss_scale` are values (a host
+  // system) or handles of device values (a device system, which queues the phases once and
+  // replays them).
+  template <class Exec, class Scalar>
+  static auto phases(Exec& exec, Scalar lambda, Scalar loss_scale, profiler* timing) {
+    using S = decltype(exec.label_loss(loss_scale));
+    figures<S> f;
+    exec.prepare_batch();
+    profile_scope forward_timing(timing, phase::forward);
+    exec.prepare_weights();
+    exec.template forward<module::features>();
+    exec.template forward<module::classifier>();
+    f.label_loss = exec.label_loss(loss_scale);
+    if constexpr (trains_discriminator) {
+      const auto d = head_type::forward(exec, loss_scale);
+      f.domain_loss = d.loss;
+      f.domain_accuracy = d.accuracy;
+    }
+    // Everything from here is backward: the forward pass ends with the last loss.
+    forward_timing.stop();
+    profile_scope backward_timing(timing, phase::backward);
+    if constexpr (trains_discriminator) f.discriminator_sq = head_type::backward(exec, lambda);
+    // Added to δh when the head wrote it, written fresh otherwise.
+    f.classifier_sq = exec.template backward<module::classifier>(
+        Scalar(1.0), /*accumulate=*/trains_discriminator);
+    f.features_sq = exec.template backward<module::features>(Scalar(1.0), false);
+    return f;
+  }
+
+  // run() with the executor's threads held (host systems).
   step_report train_once() {
-    const step_rates rates = types::rates(args_, step_index_);
+    const step_rates rates = rules().rates(step_index_);
     step_report report = gradients_of_batch(rates.lambda);
     report.lr = rates.lr;
     profile_scope timing(profiler_, phase::update);
-    // A non-finite gradient (an fp16 overflow, a NaN that reached the batch) would corrupt every
-    // parameter it touches: skip the update instead and say so; the schedule still advances and
-    // a dynamic loss scaler backs off.
-    const bool overflow = !std::isfinite(report.grad_norm);
-    loss_scale_type::update(loss_scale_, overflow, args_);
-    if (overflow) {
+    const update_plan plan = rules().plan(norms_, loss_scale_, rates.lr);
+    if (plan.skipped) {
       report.skipped = true;
       ++step_index_;
       return report;
     }
-    // Clip on the unscaled norms, then fold the unscaling 1/S into each module's scale.
-    clip_scales clip = clip_type::scales(norms_, args_);
-    const double unscale = 1.0 / report.loss_scale;
-    clip.task *= unscale;
-    clip.discriminator *= unscale;
-    const double lr = rates.lr;
-    // Without a discriminator G_d is not trained: an empty range.
-    exec_.update({module_update{net_type::features_offset, net_type::classifier_offset, clip.task,
-                                lr * double(args_.lr_mult.features)},
-                  module_update{net_type::classifier_offset, net_type::discriminator_offset,
-                                clip.task, lr * double(args_.lr_mult.classifier)},
-                  module_update{net_type::discriminator_offset, trained_param_count,
-                                clip.discriminator, lr * double(args_.lr_mult.discriminator)}},
-                 clip.limit, step_index_);
+    exec_.update(plan.modules, plan.clip_limit, step_index_);
     ++step_index_;
     return report;
   }
 
-  // compute_gradients() with the executor's threads held: the phases of the forward, the losses
-  // and the backward, in order. The head runs G_d and its loss, and writes δh (head_type::forward,
-  // head_type::backward); G_y's input gradient is then added to δh's source columns.
+  // compute_gradients() with the executor's threads held (host systems).
   step_report gradients_of_batch(double lambda) {
-    exec_.prepare_batch();
-    profile_scope forward_timing(profiler_, phase::forward);
-    exec_.prepare_weights();
     step_report report;
     report.lambda = lambda;
     report.loss_scale = loss_scale_.scale;
-    exec_.template forward<module::features>();
-    exec_.template forward<module::classifier>();
-    report.label_loss = exec_.label_loss(loss_scale_.scale);
-    norms_ = {};
-    if constexpr (trains_discriminator) {
-      const domain_loss_result d = head_type::forward(exec_, loss_scale_.scale);
-      report.domain_loss = d.loss;
-      report.domain_accuracy = d.accuracy;
-    }
-    // Everything from here is backward: the forward pass ends with the last loss.
-    forward_timing.stop();
-    profile_scope backward_timing(profiler_, phase::backward);
-    if constexpr (trains_discriminator)
-      norms_.discriminator_sq = head_type::backward(exec_, lambda);
-    // Added to δh when the head wrote it, written fresh otherwise.
-    norms_.classifier_sq =
-        exec_.template backward<module::classifier>(1.0, /*accumulate=*/trains_discriminator);
-    norms_.features_sq = exec_.template backward<module::features>(1.0, false);
-    // The gradients hold S·∂L/∂θ: the norms clipping and the report see are unscaled.
-    if constexpr (loss_scale_type::scales) {
-      const double inverse_sq = 1.0 / (loss_scale_.scale * loss_scale_.scale);
-      norms_.features_sq *= inverse_sq;
-      norms_.classifier_sq *= inverse_sq;
-      norms_.discriminator_sq *= inverse_sq;
-    }
+    const figures<double> f = phases(exec_, lambda, loss_scale_.scale, profiler_);
+    report.label_loss = f.label_loss;
+    report.domain_loss = f.domain_loss;
+    report.domain_accuracy = f.domain_accuracy;
+    norms_ =
+        rules().unscaled({f.features_sq, f.classifier_sq, f.discriminator_sq}, loss_scale_.scale);
     report.grad_norm = norms_.global();
     report.task_grad_norm = norms_.task();
     report.discriminator_grad_norm = norms_.discriminator();
@@ -281,9 +499,12 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
 
   fit_args args_;
   executor_type exec_;
+  // Host systems: the last norms, the loss scaler, the step count and the last report. (A device
+  // system keeps them in device memory, with its executor.)
   grad_norms norms_;
   loss_scale_state loss_scale_;
   index_t step_index_ = 0;
+  step_report last_report_;
   profiler* profiler_ = nullptr;  // set_profiler(): times the phases of run(), not owned
 };
 

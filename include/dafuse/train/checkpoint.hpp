@@ -234,7 +234,7 @@ std::uint64_t checkpoint_fixed_payload_bytes(const Step& step) {
   // seven fields; the settings' count.
   const std::uint64_t fields = 4 + 3 * 8 + 8 + 2 * 8 + 7 * 8 + 8;
   const std::uint64_t values =
-      16 + (std::uint64_t(step.parameters().size()) + step.optimizer_state().size()) *
+      16 + (std::uint64_t(Step::parameter_count()) + std::uint64_t(Step::optimizer_state_size())) *
                sizeof(value_type);
   return name + fields + values;
 }
@@ -310,8 +310,13 @@ void save_checkpoint(const std::string& path,
     payload.put(std::string_view(s.name));
     payload.put(std::string_view(s.value));
   }
-  payload.put_values(step.parameters().data(), step.parameters().size());
-  payload.put_values(step.optimizer_state().data(), step.optimizer_state().size());
+  // Copied out of the step's memory (device memory on a device system).
+  std::vector<value_type> values(static_cast<std::size_t>(Step::parameter_count()));
+  step.read_parameters(values);
+  payload.put_values(values.data(), values.size());
+  values.resize(static_cast<std::size_t>(Step::optimizer_state_size()));
+  step.read_optimizer_state(values);
+  payload.put_values(values.data(), values.size());
 
   const std::vector<unsigned char>& body = payload.bytes();
   detail::byte_writer file;
@@ -455,17 +460,21 @@ run_position load_checkpoint(const std::string& path,
   for (const run_setting& s : detail::fit_args_settings(a)) compare(s, "this step's fit_args");
   for (const run_setting& s : expected) compare(s, "this run's");
 
-  const unsigned char* params = in.values<value_type>("parameters", step.parameters().size());
-  const unsigned char* state =
-      in.values<value_type>("optimizer state", step.optimizer_state().size());
+  const auto param_count = std::size_t(Step::parameter_count());
+  const auto state_size = std::size_t(Step::optimizer_state_size());
+  const unsigned char* params = in.values<value_type>("parameters", param_count);
+  const unsigned char* state = in.values<value_type>("optimizer state", state_size);
   if (!in.at_end()) fail(path, "payload", "nothing after the optimizer state", "more bytes");
-  detail::check_finite_values<value_type>(path, "parameters", params, step.parameters().size());
-  detail::check_finite_values<value_type>(path, "optimizer state", state,
-                                          step.optimizer_state().size());
+  detail::check_finite_values<value_type>(path, "parameters", params, param_count);
+  detail::check_finite_values<value_type>(path, "optimizer state", state, state_size);
 
   // Everything checked: now the step changes.
-  std::memcpy(step.parameters().data(), params, step.parameters().size_bytes());
-  std::memcpy(step.optimizer_state().data(), state, step.optimizer_state().size_bytes());
+  std::vector<value_type> values(param_count);
+  std::memcpy(values.data(), params, param_count * sizeof(value_type));
+  step.write_parameters(values);
+  values.resize(state_size);
+  std::memcpy(values.data(), state, state_size * sizeof(value_type));
+  step.write_optimizer_state(values);
   step.resume_at(index_t(step_index), scale);
   return run;
 }

@@ -319,6 +319,22 @@ inline bool improves(select::validator v, double score, double best) {
   return select::higher_is_better(v) ? score > best : score < best;
 }
 
+//! A step whose executor queues steps on a device (train_step::device_queue).
+template <class Step>
+inline constexpr bool queued_step = requires {
+  requires Step::device_queue;
+};
+
+//! A device step reads its report every this many steps at least (besides evaluations,
+//! checkpoints, callbacks and the last step), so that a diverging run stops within as many steps.
+inline constexpr index_t device_report_every = 100;
+
+//! loader::resident on a device step: the data went into the step (load_resident), which draws
+//! each batch itself: nothing to fill, no wait.
+struct loaded_into_step {
+  double wait_seconds() const { return 0; }
+};
+
 //! The loop `fit` runs for any data set kind: `make_batcher(first_batch)` builds the loader at
 //! the run's position, `fill(batcher)` fills the step's batch. Without `Options` (a fit called
 //! without fit_options, `o` then the defaults) the evaluation, checkpoint and resume code is not
@@ -372,10 +388,12 @@ fit_result train_loop(Step& step,
   if constexpr (Options)
     if (o.eval_every > 0) scorer.emplace(validation, target, o);
   std::vector<typename Step::value_type> best_parameters;
-  if (o.restore_best) best_parameters.reserve(step.parameters().size());
+  if (o.restore_best) best_parameters.reserve(static_cast<std::size_t>(Step::parameter_count()));
 
   auto batches = make_batcher(std::uint64_t(first));
   index_t skipped_in_a_row = 0;
+  index_t skipped_before = 0;  // a device step's skipped steps before this loop
+  if constexpr (queued_step<Step>) skipped_before = step.tallies().skipped;
   step.set_profiler(o.profile);
   const auto start = std::chrono::steady_clock::now();
   for (index_t t = first; t < args.steps;) {
@@ -383,14 +401,36 @@ fit_result train_loop(Step& step,
       profile_scope waiting(o.profile, phase::data_wait);
       fill(batches);
     }
-    r.last = step.run();
-    r.skipped_steps += r.last.skipped;
-    skipped_in_a_row = r.last.skipped ? skipped_in_a_row + 1 : 0;
+    // The step (counted from 1) whose loss was not finite, or -1.
+    index_t nonfinite_at = -1;
+    if constexpr (queued_step<Step>) {
+      // A device step is queued; its report and tallies are read only where the loop needs them.
+      step.enqueue();
+      const index_t next = t + 1;
+      const bool look =
+          !o.callbacks.empty() || next == args.steps || next % device_report_every == 0 ||
+          (o.eval_every > 0 && next % o.eval_every == 0) ||
+          (!o.checkpoint.empty() && o.checkpoint_every > 0 && next % o.checkpoint_every == 0);
+      if (look) {
+        r.last = step.last_report();
+        const auto tally = step.tallies();
+        r.skipped_steps = tally.skipped - skipped_before;
+        skipped_in_a_row = tally.skipped_in_a_row;
+        if (tally.first_nonfinite > first) nonfinite_at = tally.first_nonfinite;
+      }
+    } else {
+      r.last = step.run();
+      r.skipped_steps += r.last.skipped;
+      skipped_in_a_row = r.last.skipped ? skipped_in_a_row + 1 : 0;
+      if (!std::isfinite(r.last.label_loss) || !std::isfinite(r.last.domain_loss))
+        nonfinite_at = t + 1;
+    }
     ++r.steps;
     ++t;
     bool stop = false;
-    if (!std::isfinite(r.last.label_loss) || !std::isfinite(r.last.domain_loss)) {
-      r.divergence = "training diverged at step " + std::to_string(t) + " (non-finite loss)";
+    if (nonfinite_at >= 0) {
+      r.divergence =
+          "training diverged at step " + std::to_string(nonfinite_at) + " (non-finite loss)";
     } else if (o.max_skipped_in_a_row > 0 && skipped_in_a_row >= o.max_skipped_in_a_row) {
       r.divergence = "training diverged at step " + std::to_string(t) + " (" +
                      std::to_string(skipped_in_a_row) +
@@ -399,7 +439,7 @@ fit_result train_loop(Step& step,
     if (!r.divergence.empty()) {
       // Every update that was made is finite: save them, evaluate nothing more.
       r.diverged = true;
-      r.diverged_at = t;
+      r.diverged_at = nonfinite_at >= 0 ? nonfinite_at : t;
       if constexpr (Options)
         if (!o.checkpoint.empty()) {
           profile_scope saving(o.profile, phase::checkpoint);
@@ -425,8 +465,10 @@ fit_result train_loop(Step& step,
           position.evaluations_since_best = 0;
           r.selected_target_accuracy = e.target_accuracy;
           position.selected_target_accuracy = e.target_accuracy;
-          if (o.restore_best)
-            best_parameters.assign(step.parameters().begin(), step.parameters().end());
+          if (o.restore_best) {
+            best_parameters.resize(static_cast<std::size_t>(Step::parameter_count()));
+            step.read_parameters(best_parameters);
+          }
           if (!o.best_checkpoint.empty()) {
             timing.stop();
             profile_scope saving(o.profile, phase::checkpoint);
@@ -458,7 +500,7 @@ fit_result train_loop(Step& step,
   if constexpr (Options)
     if (o.restore_best && r.best_step >= 0 && r.best_step != step.step_index()) {
       if (!best_parameters.empty()) {
-        std::copy(best_parameters.begin(), best_parameters.end(), step.parameters().begin());
+        step.write_parameters(best_parameters);
         r.restored_best = true;
       } else if (!o.best_checkpoint.empty()) {
         // The best model predates this call (a resumed run): it is in the best checkpoint.
@@ -468,7 +510,9 @@ fit_result train_loop(Step& step,
     }
   r.source_accuracy = accuracy(step, source);
   if (target.has_labels()) r.target_accuracy = accuracy(step, target);
-  r.parameters.assign(step.parameters().begin(), step.parameters().end());
+  std::vector<typename Step::value_type> trained(static_cast<std::size_t>(Step::parameter_count()));
+  step.read_parameters(trained);
+  r.parameters.assign(trained.begin(), trained.end());
   return r;
 }
 
@@ -584,6 +628,16 @@ fit_result fit_on(Step& step,
                                       Step::draws_target_rows, first);
         },
         [&](data::sparse_batcher& b) { b.fill(step.sparse_batch(), step.source_labels()); });
+  } else if constexpr (queued_step<Step> &&
+                       std::is_same_v<typename Step::loader_type, loader::resident>) {
+    // The data go into the step's device memory once; each queued step draws its batch there.
+    return train_loop<Options>(
+        step, *train, target, validation, o, settings,
+        [&](std::uint64_t first) {
+          step.load_resident(*train, target, first);
+          return loaded_into_step{};
+        },
+        [](loaded_into_step&) {});
   } else {
     using batcher_type = data::batcher<typename Step::loader_type, typename Step::system_type>;
     return train_loop<Options>(

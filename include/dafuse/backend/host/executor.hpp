@@ -173,6 +173,22 @@ class executor<System, Step> {
   std::span<const value_type> gradients() const { return memory_.gradients(); }
   std::span<value_type> optimizer_state() { return memory_.optimizer_state(); }
   std::span<const value_type> optimizer_state() const { return memory_.optimizer_state(); }
+  //! Copies one part of the state into `to` (its size must be the part's).
+  void read(state_part part, std::span<value_type> to) const {
+    const std::span<const value_type> from = part == state_part::parameters  ? parameters()
+                                             : part == state_part::gradients ? gradients()
+                                                                             : optimizer_state();
+    check_size(part, to.size(), from.size());
+    std::copy(from.begin(), from.end(), to.begin());
+  }
+  //! Writes one part of the state from `from`.
+  void write(state_part part, std::span<const value_type> from) {
+    const std::span<value_type> to = part == state_part::parameters  ? parameters()
+                                     : part == state_part::gradients ? memory_.gradients()
+                                                                     : optimizer_state();
+    check_size(part, from.size(), to.size());
+    std::copy(from.begin(), from.end(), to.begin());
+  }
   //! Bytes of every buffer the executor owns (not the GEMM packing buffers).
   std::size_t memory_bytes() const {
     const auto bytes = [](const auto& b) { return b.size() * sizeof(*b.data()); };
@@ -413,6 +429,15 @@ class executor<System, Step> {
     } else {
       f(matrix_view<const value_type>(input()));
     }
+  }
+
+  static void check_size(state_part part, std::size_t given, std::size_t size) {
+    if (given != size)
+      fail("train_step",
+           part == state_part::parameters  ? "parameters"
+           : part == state_part::gradients ? "gradients"
+                                           : "optimizer state",
+           std::to_string(size) + " values", std::to_string(given));
   }
 
   static void round_in_place(value_type* v, index_t n) {
