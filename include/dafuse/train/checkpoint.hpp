@@ -227,7 +227,7 @@ inline std::vector<run_setting> fit_args_settings(const fit_args& a) {
 //! Bytes of a payload for `Step` without its settings: what the file's size is checked against
 //! before the payload is read.
 template <class Step>
-std::uint64_t checkpoint_fixed_payload_bytes(const Step& step) {
+std::uint64_t checkpoint_fixed_payload_bytes(const Step&) {
   using value_type = typename Step::value_type;
   const std::uint64_t name = 8 + type_name<Step>().size();
   // value size; steps, batch, seed; step index; loss scale and its steps; the run position's
