@@ -151,12 +151,7 @@ __global__ void shuffle_in_shared(device::shuffle_domain job, index_t shared_row
       if (threadIdx.x == 0) {
         std::int32_t* order = ds.order[s];
         for (index_t i = 0; i < ds.rows; ++i) order[i] = std::int32_t(i);
-        for (index_t i = ds.rows - 1; i > 0; --i) {
-          const std::uint32_t j = ds.swaps[s][i];
-          const std::int32_t v = order[i];
-          order[i] = order[j];
-          order[j] = v;
-        }
+        device::apply_swaps(order, ds.swaps[s], ds.rows);
         ds.held[s] = e;
       }
       __syncthreads();
@@ -169,13 +164,7 @@ __global__ void shuffle_in_shared(device::shuffle_domain job, index_t shared_row
       swaps[i] = ds.swaps[s][i];
     }
     __syncthreads();
-    if (threadIdx.x == 0)
-      for (index_t i = ds.rows - 1; i > 0; --i) {
-        const std::uint32_t j = swaps[i];
-        const std::int32_t v = order[i];
-        order[i] = order[j];
-        order[j] = v;
-      }
+    if (threadIdx.x == 0) device::apply_swaps(order, swaps, ds.rows);
     __syncthreads();
     for (index_t i = threadIdx.x; i < ds.rows; i += blockDim.x) ds.order[s][i] = order[i];
     __syncthreads();

@@ -72,6 +72,19 @@ struct draw_swaps {
   }
 };
 
+//! Fisher–Yates from drawn swaps: for i = R−1 down to 1, exchange order[i] and order[swaps[i]].
+//! One thread; the host shuffle and the CUDA kernels share it.
+DAFUSE_HOST_DEVICE inline void apply_swaps(std::int32_t* order,
+                                           const std::uint32_t* swaps,
+                                           index_t rows) {
+  for (index_t i = rows - 1; i > 0; --i) {
+    const std::uint32_t j = swaps[i];
+    const std::int32_t v = order[i];
+    order[i] = order[j];
+    order[j] = v;
+  }
+}
+
 //! The sequential part for one domain d (one thread): each slot whose epoch is wanted and not
 //! held gets π = the swaps applied to 0..R−1, and records its epoch.
 struct shuffle_domain {
@@ -85,12 +98,7 @@ struct shuffle_domain {
       if (e < 0 || ds.held[s] == e) continue;
       std::int32_t* order = ds.order[s];
       for (index_t i = 0; i < ds.rows; ++i) order[i] = std::int32_t(i);
-      for (index_t i = ds.rows - 1; i > 0; --i) {
-        const std::uint32_t j = ds.swaps[s][i];
-        const std::int32_t v = order[i];
-        order[i] = order[j];
-        order[j] = v;
-      }
+      apply_swaps(order, ds.swaps[s], ds.rows);
       ds.held[s] = e;
     }
   }
