@@ -15,7 +15,10 @@
 #endif
 
 #include <atomic>
+#include <chrono>
+#include <cstring>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -182,10 +185,45 @@ void held_steps(host::team_pacer& pacer, int steps, std::uint64_t held, std::uin
 void caller_steps(host::team_pacer& pacer, int steps) {
   for (int s = 0; s < steps; ++s) pacer.caller_step();
 }
+
+//! An idle source that cannot read the idle time (as off Linux): the pacer then tries the team
+//! whenever its backoff runs out.
+host::idle_source unknown_idle() {
+  return {[] { return 0.0; }, [] { return host::idle_sample{}; }};
+}
+
+//! A machine the tests drive: the clock and the processors' idle seconds, summed, as the next
+//! reads give them; `reads` counts the idle samples taken.
+struct fake_machine {
+  static inline double now = 0, idle = 0;
+  static inline int reads = 0;
+  static host::idle_source source() {
+    now = idle = 0;
+    reads = 0;
+    return {[] { return now; },
+            [] {
+              ++reads;
+              return host::idle_sample{true, idle, now};
+            }};
+  }
+  //! `seconds` pass with `processors` of them idle on average.
+  static void pass(double seconds, double processors) {
+    now += seconds;
+    idle += seconds * processors;
+  }
+};
+
+//! Moves a fresh pacer to the caller level: a lost spinning window, then a lost sleeping step.
+void move_to_caller(host::team_pacer& pacer) {
+  pacer.held_step(900, 200);
+  pacer.held_step(900, 200);
+  REQUIRE(pacer.level() == host::team_level::caller);
+  REQUIRE(pacer.steps_left() == 2 * host::team_pacer::first_backoff - 1);
+}
 }  // namespace
 
 TEST_CASE("the pacer keeps a team that pays and moves down a level on a lost window") {
-  host::team_pacer pacer(host::team_pacing::adaptive);
+  host::team_pacer pacer(host::team_pacing::adaptive, unknown_idle());
   using level = host::team_level;
   // Two threads that each worked 100 ticks of a 110-tick step: the team pays.
   held_steps(pacer, 10 * host::team_pacer::window, 110, 200);
@@ -217,7 +255,7 @@ TEST_CASE("the pacer keeps a team that pays and moves down a level on a lost win
 
 TEST_CASE("the pacer judges a window as a whole and caps its backoff") {
   using level = host::team_level;
-  host::team_pacer pacer(host::team_pacing::adaptive);
+  host::team_pacer pacer(host::team_pacing::adaptive, unknown_idle());
   // A slow step among fast ones: 15 steps of 100 against 200 of work, then one of 2000: the
   // window's 3500 ticks are more than its 3200 of work.
   held_steps(pacer, 15, 100, 200);
@@ -234,6 +272,96 @@ TEST_CASE("the pacer judges a window as a whole and caps its backoff") {
   CHECK(pacer.steps_left() <= host::team_pacer::max_backoff);
   pacer.held_step(900, 200);
   CHECK(pacer.steps_left() == host::team_pacer::max_backoff - 1);
+}
+
+TEST_CASE("kept off, the pacer returns to the team only once the processors sat idle") {
+  using level = host::team_level;
+  host::team_pacer pacer(host::team_pacing::adaptive, fake_machine::source());
+  move_to_caller(pacer);
+  CHECK(fake_machine::reads == 1);  // the idle time when the team went off
+  // The backoff runs out before team_idle_min_seconds: only the clock is read, and the caller
+  // keeps the steps for another backoff.
+  fake_machine::pass(0.5 * host::detail::team_idle_min_seconds, 1.0);
+  caller_steps(pacer, 2 * host::team_pacer::first_backoff - 1);
+  CHECK(pacer.level() == level::caller);
+  CHECK(fake_machine::reads == 1);
+  CHECK(pacer.steps_left() == 4 * host::team_pacer::first_backoff);  // the backoff, doubled twice
+  // Long enough, and every processor busy (another process on the other one): still off, with
+  // no held step to find out.
+  fake_machine::pass(2 * host::detail::team_idle_min_seconds, 0.02);
+  caller_steps(pacer, pacer.steps_left());
+  CHECK(pacer.level() == level::caller);
+  CHECK(fake_machine::reads == 2);
+  // Many stretches of a busy machine: never back to the team.
+  for (int i = 0; i < 50; ++i) {
+    fake_machine::pass(1.5 * host::detail::team_idle_min_seconds, 0.3);
+    caller_steps(pacer, pacer.steps_left());
+    CHECK(pacer.level() == level::caller);
+  }
+  // The other process ends: a processor sits idle, and the team is tried again.
+  fake_machine::pass(1.5 * host::detail::team_idle_min_seconds, 0.95);
+  caller_steps(pacer, pacer.steps_left());
+  CHECK(pacer.level() == level::spinning);
+  CHECK(fake_machine::reads == 53);
+}
+
+TEST_CASE("an idle stretch is judged from the moment the team went off") {
+  using level = host::team_level;
+  host::team_pacer pacer(host::team_pacing::adaptive, fake_machine::source());
+  fake_machine::pass(10.0, 1.0);  // idle before the team went off: not counted
+  move_to_caller(pacer);
+  fake_machine::pass(1.5 * host::detail::team_idle_min_seconds, 0.0);
+  caller_steps(pacer, pacer.steps_left());
+  CHECK(pacer.level() == level::caller);
+}
+
+TEST_CASE("idle_processors_between divides idle seconds by wall seconds, and knows its limits") {
+  const host::idle_sample a{true, 10.0, 100.0}, b{true, 11.5, 102.0};
+  CHECK(host::idle_processors_between(a, b) == doctest::Approx(0.75));
+  CHECK(host::idle_processors_between(a, a) < 0);                    // no time passed
+  CHECK(host::idle_processors_between(host::idle_sample{}, b) < 0);  // unknown
+  CHECK(host::idle_processors_between(a, host::idle_sample{}) < 0);
+}
+
+TEST_CASE("the idle ticks of the allowed processors' lines are summed, and bad lines refused") {
+  const auto sum = [](const char* text, unsigned skip, bool& ok) {
+    std::uint64_t ticks = 0;
+    ok = host::detail::add_idle_ticks(
+        text, text + std::strlen(text), [skip](unsigned cpu) { return cpu != skip; }, ticks);
+    return ticks;
+  };
+  bool ok = false;
+  // user nice system idle iowait ...: idle + iowait counts.
+  CHECK(sum("cpu3 10 20 30 400 5 6 7 0 0 0", 99, ok) == 405);
+  CHECK(ok);
+  CHECK(sum("cpu3 10 20 30 400 5 6 7 0 0 0", 3, ok) == 0);  // not in the affinity mask
+  CHECK(ok);
+  CHECK(sum("cpu  10 20 30 400 5 6 7 0 0 0", 99, ok) == 0);  // the total line
+  CHECK(ok);
+  CHECK(sum("intr 1 2 3", 99, ok) == 0);
+  CHECK(ok);
+  sum("cpu12 10 20 x", 99, ok);
+  CHECK_FALSE(ok);
+  sum("cpu1 10 20 30", 99, ok);  // fewer than five numbers
+  CHECK_FALSE(ok);
+}
+
+TEST_CASE("the processors' idle time reads on Linux and grows while they idle") {
+  const host::idle_sample a = host::sample_idle_processors();
+#if defined(__linux__)
+  REQUIRE(a.known);
+  CHECK(a.idle_seconds >= 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const host::idle_sample b = host::sample_idle_processors();
+  REQUIRE(b.known);
+  CHECK(b.wall_seconds > a.wall_seconds);
+  CHECK(b.idle_seconds >= a.idle_seconds);
+  // Never more idle processors than the process may run on (a tick of slack each).
+  const double most = double(std::thread::hardware_concurrency()) + 1.0;
+  CHECK(host::idle_processors_between(a, b) <= most * (1 + 0.02 / 0.05));
+#else
+  CHECK_FALSE(a.known);
+#endif
 }
 
 TEST_CASE("the parallel and serial pacings never move") {

@@ -27,6 +27,7 @@
 #pragma once
 #include <dafuse/config.hpp>
 
+#include <dafuse/backend/host/idle_processors.hpp>
 #include <dafuse/backend/host/tuning.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
@@ -185,8 +186,13 @@ enum class team_level {
 //! step beside busy processes can cost several steps on one thread, so a losing window is cut
 //! short) and won after `window` steps that do not. A lost window moves one level down (spinning
 //! → sleeping → caller) for `backoff` steps, and each loss doubles the backoff up to max_backoff;
-//! when the backoff runs out the team spins again, and a won window of spinning resets it. A
-//! machine that stays busy so pays a held step or two about once in max_backoff steps.
+//! when the backoff runs out the team spins again, and a won window of spinning resets it.
+//!
+//! A step kept on the calling thread goes back to the team only when the processors sat idle
+//! since it went there (idle_processors.hpp: at least team_idle_to_return processors on average,
+//! judged over at least team_idle_min_seconds): a machine that stays busy so pays no held steps
+//! to find out that it still is. Where the idle time cannot be read, the team is tried when the
+//! backoff runs out.
 class team_pacer {
  public:
   static constexpr int window = detail::team_window;  //!< held steps judged together
@@ -195,7 +201,9 @@ class team_pacer {
   //! The longest stay before spinning is tried again.
   static constexpr int max_backoff = detail::team_max_backoff;
 
-  explicit team_pacer(team_pacing pacing = team_pacing_from_environment()) : pacing_(pacing) {}
+  //! `idle`: where the time and the processors' idle time are read (tests pass their own).
+  explicit team_pacer(team_pacing pacing = team_pacing_from_environment(), idle_source idle = {})
+      : pacing_(pacing), idle_(idle) {}
 
   team_pacing pacing() const { return pacing_; }
   //! How the next step runs its team.
@@ -222,6 +230,7 @@ class team_pacer {
     const bool lost = held_ > work_;
     if (lost) {
       level_ = level_ == team_level::spinning ? team_level::sleeping : team_level::caller;
+      if (level_ == team_level::caller) off_since_ = idle_.sample();
       left_ = backoff_;
       backoff_ = std::min(2 * backoff_, max_backoff);
     } else if (steps_ == window && level_ == team_level::spinning) {
@@ -238,12 +247,31 @@ class team_pacer {
  private:
   void count_down() {
     if (left_ > 0 && --left_ == 0) {
+      if (level_ == team_level::caller && !processors_were_idle()) {
+        left_ = backoff_;
+        return;
+      }
       level_ = team_level::spinning;
       steps_ = 0, held_ = work_ = 0;
     }
   }
 
+  //! Whether to try the team again: yes where the idle time cannot be read; no while the stay is
+  //! too short to read it from (under team_idle_min_seconds: the clock alone is read then); else
+  //! whether the processors sat idle enough since the team went off. A judged stretch starts the
+  //! next.
+  bool processors_were_idle() {
+    if (!off_since_.known) return true;
+    if (idle_.seconds() - off_since_.wall_seconds < detail::team_idle_min_seconds) return false;
+    const idle_sample sample = idle_.sample();
+    const double idle = idle_processors_between(off_since_, sample);
+    off_since_ = sample;
+    return idle < 0 || idle >= detail::team_idle_to_return;
+  }
+
   team_pacing pacing_;
+  idle_source idle_;
+  idle_sample off_since_;  // the idle time when the team went off (or was last judged to stay off)
   team_level level_ = team_level::spinning;
   int steps_ = 0;
   std::uint64_t held_ = 0, work_ = 0;
