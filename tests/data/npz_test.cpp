@@ -133,3 +133,21 @@ TEST_CASE("npz: refuses what it cannot read exactly, naming the file and member"
       CHECK_FALSE(message_for(bytes(file.begin(), file.begin() + std::ptrdiff_t(n))).empty());
   }
 }
+
+TEST_CASE("loading reads each member straight into its bytes: the peak is about the members'") {
+  const temp_dir tmp("npz_peak");
+  const fs::path path = tmp / "big.npz";
+  constexpr std::size_t member_bytes = std::size_t(48) << 20;
+  {
+    std::vector<npz_member> members{{"a.bin", bytes(member_bytes)}};
+    for (std::size_t i = 0; i < member_bytes; i += 4096)
+      members[0].bytes[i] = (unsigned char)(i >> 12);
+    dafuse::data::save_npz(path, members);
+  }
+  const dafuse::test::peak_memory peak;
+  const std::vector<npz_member> loaded = dafuse::data::load_npz(path);
+  REQUIRE(loaded.size() == 1);
+  CHECK(loaded[0].bytes.size() == member_bytes);
+  CHECK(loaded[0].bytes[4096 * 7] == 7);
+  if (peak.usable()) CHECK(peak.growth_bytes() < 1.1 * double(member_bytes));  // was 2x
+}

@@ -12,6 +12,7 @@
 #include <dafuse/config.hpp>
 #include <dafuse/core/crc32.hpp>
 #include <dafuse/core/error.hpp>
+#include <dafuse/core/file.hpp>
 #include <dafuse/data/npy.hpp>
 
 #include <algorithm>
@@ -55,39 +56,67 @@ struct zip_writer {
   void text(std::string_view s) { out.insert(out.end(), s.begin(), s.end()); }
 };
 
-//! Little-endian fields read from a file's bytes; every read is bounds-checked against the file,
-//! and a short read names the structure that was cut off.
+//! Little-endian fields read from a part of a file (`bytes`, the file's bytes from offset
+//! `base`); offsets are the file's. Every read is bounds-checked against the file, and a short
+//! read names the structure that was cut off.
 struct zip_reader {
   std::span<const unsigned char> bytes;
+  std::uint64_t base = 0;
+  std::uint64_t file_size = 0;
   std::string_view where;
-  void need(std::size_t at, std::size_t n, std::string_view what) const {
-    if (at > bytes.size() || n > bytes.size() - at)
+  void need(std::uint64_t at, std::uint64_t n, std::string_view what) const {
+    if (at > file_size || n > file_size - at)
       fail(where, what, std::to_string(n) + " bytes at offset " + std::to_string(at),
-           "a file of " + std::to_string(bytes.size()) + " bytes (truncated)");
+           "a file of " + std::to_string(file_size) + " bytes (truncated)");
+    if (at < base || at - base > bytes.size() || n > bytes.size() - (at - base))
+      fail(where, what, "inside the part of the file read for it", "offset " + std::to_string(at));
   }
-  std::uint64_t le(std::size_t at, std::size_t n) const {
+  std::uint64_t le(std::uint64_t at, std::size_t n) const {
+    need(at, n, "field");
     std::uint64_t v = 0;
-    for (std::size_t i = n; i-- > 0;) v = v << 8 | bytes[at + i];
+    for (std::size_t i = n; i-- > 0;) v = v << 8 | bytes[std::size_t(at - base) + i];
     return v;
   }
-  std::uint32_t u16(std::size_t at) const { return std::uint32_t(le(at, 2)); }
-  std::uint32_t u32(std::size_t at) const { return std::uint32_t(le(at, 4)); }
-  std::uint64_t u64(std::size_t at) const { return le(at, 8); }
+  std::uint32_t u16(std::uint64_t at) const { return std::uint32_t(le(at, 2)); }
+  std::uint32_t u32(std::uint64_t at) const { return std::uint32_t(le(at, 4)); }
+  std::uint64_t u64(std::uint64_t at) const { return le(at, 8); }
+  //! The `n` bytes at `at` (checked as need()).
+  std::span<const unsigned char> span(std::uint64_t at,
+                                      std::size_t n,
+                                      std::string_view what) const {
+    need(at, n, what);
+    return bytes.subspan(std::size_t(at - base), n);
+  }
 };
+
+//! A reader of the `n` bytes at `offset` of `file`, read into `storage`.
+inline zip_reader read_zip_part(const dafuse::detail::input_file& file,
+                                std::uint64_t offset,
+                                std::uint64_t n,
+                                std::string_view what,
+                                std::vector<unsigned char>& storage) {
+  storage = file.read_bytes(offset, n, what);
+  return {storage, offset, file.size(), file.where()};
+}
 
 //! Where the central directory is and how many entries it has, from the end records.
 struct zip_directory {
   std::uint64_t entries = 0, offset = 0, size = 0;
 };
 
-inline zip_directory find_zip_directory(const zip_reader& r) {
-  const std::size_t n = r.bytes.size();
+//! Reads the end records: the last 22 bytes, plus a comment of at most 65535 bytes and a ZIP64
+//! locator of 20 before them, then the ZIP64 end record where there is one.
+inline zip_directory find_zip_directory(const dafuse::detail::input_file& file) {
+  const std::uint64_t n = file.size();
+  const std::string_view where = file.where();
   if (n < zip_end_size)
-    fail(r.where, "end of central directory", "a ZIP archive (numpy.savez) of at least 22 bytes",
+    fail(where, "end of central directory", "a ZIP archive (numpy.savez) of at least 22 bytes",
          std::to_string(n) + " bytes");
-  // The end record is the last 22 bytes plus a comment of at most 65535 bytes.
-  const std::size_t lowest = n - zip_end_size - std::min<std::size_t>(n - zip_end_size, 0xffff);
-  std::size_t at = n - zip_end_size + 1;
+  std::vector<unsigned char> tail_bytes, end64_bytes;
+  const std::uint64_t tail = std::min<std::uint64_t>(n, zip_end_size + 0xffff + 20);
+  const zip_reader r = read_zip_part(file, n - tail, tail, "end of central directory", tail_bytes);
+  const std::uint64_t lowest = n - zip_end_size - std::min<std::uint64_t>(n - zip_end_size, 0xffff);
+  std::uint64_t at = n - zip_end_size + 1;
   bool found = false;
   while (at-- > lowest) {
     if (r.u32(at) == zip_end_signature && at + zip_end_size + r.u16(at + 20) == n) {
@@ -96,25 +125,27 @@ inline zip_directory find_zip_directory(const zip_reader& r) {
     }
   }
   if (!found)
-    fail(r.where, "end of central directory", "a ZIP archive (numpy.savez)",
+    fail(where, "end of central directory", "a ZIP archive (numpy.savez)",
          "no end record (not a ZIP file, or truncated)");
   if (r.u16(at + 4) != 0 || r.u16(at + 6) != 0)
-    fail(r.where, "disk number", "a single-file archive", "a multi-volume one");
+    fail(where, "disk number", "a single-file archive", "a multi-volume one");
   zip_directory d{r.u16(at + 10), r.u32(at + 16), r.u32(at + 12)};
   if (d.entries == 0xffff || d.offset == 0xffffffff || d.size == 0xffffffff) {
     // ZIP64: a locator just before the end record points at the ZIP64 end record.
-    if (at < 20 || r.u32(at - 20) != zip64_locator_signature)
-      fail(r.where, "ZIP64 end locator", "one before the end record", "none");
+    if (at < 20 || at - 20 < n - tail || r.u32(at - 20) != zip64_locator_signature)
+      fail(where, "ZIP64 end locator", "one before the end record", "none");
     const std::uint64_t end64 = r.u64(at - 20 + 8);
-    if (end64 > n) fail(r.where, "ZIP64 end record", "an offset inside the file", "past its end");
-    r.need(std::size_t(end64), 56, "ZIP64 end record");
-    if (r.u32(std::size_t(end64)) != zip64_end_signature)
-      fail(r.where, "ZIP64 end record", "its signature", "other bytes");
-    d = {r.u64(std::size_t(end64) + 32), r.u64(std::size_t(end64) + 48),
-         r.u64(std::size_t(end64) + 40)};
+    if (end64 > n) fail(where, "ZIP64 end record", "an offset inside the file", "past its end");
+    if (n - end64 < 56)
+      fail(where, "ZIP64 end record", "56 bytes at offset " + std::to_string(end64),
+           "a file of " + std::to_string(n) + " bytes (truncated)");
+    const zip_reader e = read_zip_part(file, end64, 56, "ZIP64 end record", end64_bytes);
+    if (e.u32(end64) != zip64_end_signature)
+      fail(where, "ZIP64 end record", "its signature", "other bytes");
+    d = {e.u64(end64 + 32), e.u64(end64 + 48), e.u64(end64 + 40)};
   }
   if (d.offset > n || d.size > n - d.offset)
-    fail(r.where, "central directory", "inside the file (" + std::to_string(n) + " bytes)",
+    fail(where, "central directory", "inside the file (" + std::to_string(n) + " bytes)",
          std::to_string(d.size) + " bytes at offset " + std::to_string(d.offset));
   return d;
 }
@@ -182,37 +213,45 @@ inline void save_npz(const std::filesystem::path& path, std::span<const npz_memb
 }
 
 //! Every member of the ZIP archive at `path`, in directory order, each checked against its
-//! CRC-32. Fails, naming the file and the member, on anything it cannot read exactly.
+//! CRC-32. Fails, naming the file and the member, on anything it cannot read exactly. Reads the
+//! end records and the central directory, then each member straight into its bytes: the peak is
+//! about the members' size, not twice the file's.
 inline std::vector<npz_member> load_npz(const std::filesystem::path& path) {
-  const std::string where = path.string();
-  const std::vector<unsigned char> bytes = detail::read_file(path, where);
-  const detail::zip_reader r{bytes, where};
-  const detail::zip_directory d = detail::find_zip_directory(r);
+  const dafuse::detail::input_file file(path, path.string());
+  const std::string& where = file.where();
+  const std::uint64_t file_size = file.size();
+  const detail::zip_directory d = detail::find_zip_directory(file);
+  std::vector<unsigned char> directory_bytes, local_bytes;
+  const detail::zip_reader r =
+      detail::read_zip_part(file, d.offset, d.size, "central directory", directory_bytes);
   std::vector<npz_member> members;
-  std::size_t at = std::size_t(d.offset);
-  const std::size_t directory_end = std::size_t(d.offset + d.size);
+  std::uint64_t at = d.offset;
+  const std::uint64_t directory_end = d.offset + d.size;
   for (std::uint64_t e = 0; e < d.entries; ++e) {
-    r.need(at, detail::zip_central_size, "central directory entry " + std::to_string(e));
-    if (at + detail::zip_central_size > directory_end || r.u32(at) != detail::zip_central_signature)
-      fail(where, "central directory entry " + std::to_string(e), "its signature", "other bytes");
+    const std::string entry = "central directory entry " + std::to_string(e);
+    if (at + detail::zip_central_size > directory_end)
+      fail(where, entry,
+           std::to_string(detail::zip_central_size) + " bytes at offset " + std::to_string(at),
+           "the end of the central directory");
+    if (r.u32(at) != detail::zip_central_signature)
+      fail(where, entry, "its signature", "other bytes");
     const std::uint32_t flags = r.u16(at + 8), method = r.u16(at + 10), crc = r.u32(at + 16);
     std::uint64_t packed = r.u32(at + 20), size = r.u32(at + 24);
     const std::size_t name_length = r.u16(at + 28), extra_length = r.u16(at + 30),
                       comment_length = r.u16(at + 32);
     std::uint64_t local = r.u32(at + 42);
-    r.need(at + detail::zip_central_size, name_length + extra_length + comment_length,
-           "central directory entry " + std::to_string(e));
-    std::string name(reinterpret_cast<const char*>(bytes.data()) + at + detail::zip_central_size,
-                     name_length);
+    const std::span<const unsigned char> text =
+        r.span(at + detail::zip_central_size, name_length + extra_length + comment_length, entry);
+    std::string name(reinterpret_cast<const char*>(text.data()), name_length);
     const std::string member = where + ": " + name;
     // A ZIP64 extra field (id 1) holds, in this order, whichever of the sizes and the offset
     // read as 0xffffffff above.
-    for (std::size_t x = at + detail::zip_central_size + name_length, x_end = x + extra_length;
+    for (std::uint64_t x = at + detail::zip_central_size + name_length, x_end = x + extra_length;
          x + 4 <= x_end;) {
       const std::uint32_t id = r.u16(x), length = r.u16(x + 2);
       if (x + 4 + length > x_end) fail(member, "extra field", "inside its entry", "past its end");
       if (id == 1) {
-        std::size_t f = x + 4;
+        std::uint64_t f = x + 4;
         const auto next = [&](std::uint64_t& v) {
           if (v != 0xffffffff) return;
           if (f + 8 > x + 4 + length)
@@ -234,17 +273,15 @@ inline std::vector<npz_member> load_npz(const std::filesystem::path& path) {
     if (packed != size)
       fail(member, "compressed size", "the uncompressed size " + std::to_string(size),
            std::to_string(packed));
-    if (local > bytes.size()) fail(member, "local header offset", "inside the file", "past it");
-    r.need(std::size_t(local), detail::zip_local_size, member + ": local header");
-    if (r.u32(std::size_t(local)) != detail::zip_local_signature)
+    if (local > file_size) fail(member, "local header offset", "inside the file", "past it");
+    const detail::zip_reader l = detail::read_zip_part(file, local, detail::zip_local_size,
+                                                       member + ": local header", local_bytes);
+    if (l.u32(local) != detail::zip_local_signature)
       fail(member, "local header", "its signature", "other bytes");
-    const std::size_t data = std::size_t(local) + detail::zip_local_size +
-                             r.u16(std::size_t(local) + 26) + r.u16(std::size_t(local) + 28);
-    if (size > bytes.size()) fail(member, "size", "inside the file", std::to_string(size));
-    r.need(data, std::size_t(size), member + ": data");
-    npz_member m{std::move(name),
-                 std::vector<unsigned char>(bytes.begin() + std::ptrdiff_t(data),
-                                            bytes.begin() + std::ptrdiff_t(data + size))};
+    const std::uint64_t data =
+        local + detail::zip_local_size + l.u16(local + 26) + l.u16(local + 28);
+    if (size > file_size) fail(member, "size", "inside the file", std::to_string(size));
+    npz_member m{std::move(name), file.read_bytes(data, size, member + ": data")};
     if (const std::uint32_t actual = dafuse::detail::crc32(m.bytes.data(), m.bytes.size());
         actual != crc)
       fail(member, "CRC-32", std::to_string(crc) + " as stored",
