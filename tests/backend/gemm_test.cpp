@@ -576,7 +576,7 @@ TEST_CASE("gemm refuses a moved-from workspace, with a split of its own or the d
         std::string::npos);
 }
 
-#if !defined(__SANITIZE_ADDRESS__)  // AddressSanitizer aborts on an impossible allocation
+#if !DAFUSE_TEST_SANITIZED  // the sanitizers abort on an impossible allocation
 TEST_CASE("a failed reserve_partial_sums leaves the room it had") {
   host::gemm_workspace<float> ws(1024, 1024, 1024, 2);
   ws.reserve_partial_sums(1024 * 64);
