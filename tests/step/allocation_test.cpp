@@ -4,6 +4,7 @@
 // Built only without sanitizers, which intercept malloc themselves.
 #include <dafuse/data/batcher.hpp>
 #include <dafuse/data/sparse_batcher.hpp>
+#include <dafuse/head/coral.hpp>
 #include <dafuse/head/dann.hpp>
 #include <dafuse/head/source_only.hpp>
 #include <dafuse/step/eager_step.hpp>
@@ -143,6 +144,13 @@ TEST_CASE("mixed-precision steps allocate nothing (bf16 kernel buffers, loss-sca
   CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm,
                              df::head::dann<df::schedule::ganin>,
                              df::precision::fp16<df::loss_scale::dynamic>>() == 0);
+}
+
+TEST_CASE("steps of the heads without a discriminator allocate nothing") {
+  CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm, df::head::coral<>>() ==
+        0);
+  CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm, df::head::coral<>,
+                             df::precision::bf16>() == 0);
 }
 
 TEST_CASE("a step with a sparse first layer and its CSR batches allocates nothing") {

@@ -442,7 +442,7 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
     exec.template forward<module::features>();
     exec.template forward<module::classifier>();
     f.label_loss = exec.label_loss(loss_scale);
-    if constexpr (trains_discriminator) {
+    if constexpr (types::head_has_loss) {
       const auto d = head_type::forward(exec, loss_scale);
       f.domain_loss = d.loss;
       f.domain_accuracy = d.accuracy;
@@ -450,10 +450,12 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
     // Everything from here is backward: the forward pass ends with the last loss.
     forward_timing.stop();
     profile_scope backward_timing(timing, phase::backward);
-    if constexpr (trains_discriminator) f.discriminator_sq = head_type::backward(exec, lambda);
+    // The head writes δh (G_d through the reversal, or a discrepancy's gradient) and/or the
+    // target rows' δz; it returns its trained parameters' squared gradient norm (0 without G_d).
+    if constexpr (types::head_has_loss) f.discriminator_sq = head_type::backward(exec, lambda);
     // Added to δh when the head wrote it, written fresh otherwise.
     f.classifier_sq = exec.template backward<module::classifier>(
-        Scalar(1.0), /*accumulate=*/trains_discriminator);
+        Scalar(1.0), /*accumulate=*/types::head_writes_features);
     f.features_sq = exec.template backward<module::features>(Scalar(1.0), false);
     return f;
   }

@@ -177,6 +177,10 @@ class executor<System, Step> {
   static_assert(!Step::mixed,
                 "dafuse: bf16 and fp16 steps run on the host systems only for now; on a device "
                 "system use precision::fp32 (or fp64)");
+  static_assert(Step::head_type::operations == head_operation::none &&
+                    !Step::head_type::writes_logit_gradient,
+                "dafuse: head::coral, head::mmd and head::mcc run on the host systems only for "
+                "now; train them with system::omp, or use head::dann or head::cdan on a device");
 
  private:
   using T = value_type;

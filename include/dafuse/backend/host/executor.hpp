@@ -73,6 +73,9 @@ class executor<System, Step> {
       Step::head_type::discriminator_reads == discriminator_input::multilinear;
   // Values of one column of the multilinear map: classes · features.
   static constexpr index_t joint_width = reads_joint ? class_count * feature_width : 0;
+  // The executor operations the head calls beyond the modules' passes.
+  static constexpr head_operation head_ops = Step::head_type::operations;
+  static constexpr bool aligns_covariance = uses(head_ops, head_operation::covariance_alignment);
   template <class Stack>
   using stack_scratch = host::stack_scratch<Stack, value_type>;
   using products_type = host::products_for<Step::compute_format, value_type>;
@@ -85,8 +88,9 @@ class executor<System, Step> {
         memory_(args.batch),
         batch_(args.batch),
         rows_(Step::rows_for(args.batch)),
-        classifier_rows_(Step::classifier_rows_for(args.batch)) {
-    const index_t b = batch_, rows = rows_, classified = classifier_rows_;
+        classifier_rows_(Step::classifier_rows_for(args.batch)),
+        classifier_backward_rows_(Step::classifier_backward_rows_for(args.batch)) {
+    const index_t rows = rows_, classified = classifier_rows_;
     if constexpr (mixed)
       working_params_ = buffer<value_type, System>(Net::param_count, value_type(0));
     if constexpr (sparse_input) {
@@ -107,11 +111,14 @@ class executor<System, Step> {
     // CDAN's map: softmax(g) [classes, rows], T and δT [classes · features, rows], row weights.
     const index_t joint_values =
         reads_joint ? class_count * rows + 2 * joint_width * rows + rows : 0;
+    // CORAL: the centred features X̃ [features, rows] and D = C_s − C_t [features, features].
+    const index_t coral_values =
+        aligns_covariance ? feature_width * rows + feature_width * feature_width : 0;
     workspace_ = buffer<value_type, System>(
         stack_scratch<feature_stack>::elements(rows) +
         stack_scratch<classifier_stack>::elements(classified) +
         (trains_discriminator ? stack_scratch<discriminator_stack>::elements(rows) : 0) +
-        joint_values + (sparse_input ? 0 : input_width * chunk) +
+        joint_values + coral_values + (sparse_input ? 0 : input_width * chunk) +
         stack_scratch<feature_stack>::elements(chunk, false) +
         stack_scratch<classifier_stack>::elements(chunk, false));
     value_type* cursor = workspace_.data();
@@ -130,6 +137,10 @@ class executor<System, Step> {
       joint_gradient_ = {carve(joint_width * rows), joint_width, rows};
       row_weights_ = {carve(rows), 1, rows};
     }
+    if constexpr (aligns_covariance) {
+      centered_features_ = {carve(feature_width * rows), feature_width, rows};
+      covariance_difference_ = {carve(feature_width * feature_width), feature_width, feature_width};
+    }
     eval_input_ = {carve(sparse_input ? 0 : input_width * chunk), input_width, chunk};
     eval_features_ = {carve(stack_scratch<feature_stack>::elements(chunk, false)), chunk, false};
     eval_classifier_ = {carve(stack_scratch<classifier_stack>::elements(chunk, false)), chunk,
@@ -144,7 +155,7 @@ class executor<System, Step> {
     gemm_.reserve_partial_sums(widest * rows);
     std::size_t next = 0;
     add_weight_blocks<feature_stack>(Net::features_offset, rows, next);
-    add_weight_blocks<classifier_stack>(Net::classifier_offset, b, next);
+    add_weight_blocks<classifier_stack>(Net::classifier_offset, classifier_backward_rows_, next);
     add_weight_blocks<discriminator_stack>(Net::discriminator_offset, rows, next);
     holds_team_ = std::is_same_v<System, system::omp> &&
                   std::any_of(weight_blocks_.begin(), weight_blocks_.end(),
@@ -244,7 +255,8 @@ class executor<System, Step> {
   }
 
   //! Module M's backward from the gradient its output holds: writes ∂L/∂θ_M and returns its
-  //! squared norm. G_y runs it on the B source columns (the label loss's) and G_d on all rows;
+  //! squared norm. G_y runs it on the B source columns (the label loss's; all rows when the head
+  //! writes the target rows' logit gradient) and G_d on all rows;
   //! each writes (or, with `accumulate`, adds) input_scale · its input gradient into the
   //! gradient of what it read: δh's columns, or δT for a G_d that reads the multilinear map.
   template <module M>
@@ -260,7 +272,7 @@ class executor<System, Step> {
       });
       return sq;
     } else {
-      const index_t cols = M == module::classifier ? batch_ : scratch<M>().cols;
+      const index_t cols = M == module::classifier ? classifier_backward_rows_ : scratch<M>().cols;
       const matrix_view<value_type> input_gradient =
           M == module::discriminator && reads_joint
               ? joint_gradient_
@@ -351,6 +363,52 @@ class executor<System, Step> {
     }
     sum = host::binary_cross_entropy_with_logits(z, rows, batch_, scale, dz, right);
     return {sum / double(rows), double(right) / double(rows)};
+  }
+
+  //! Deep CORAL (Sun & Saenko 2016) on h: with X̃ each domain's B columns of h less their mean,
+  //! C = X̃·X̃ᵀ/(B − 1) its unbiased covariance [F, F] (F features) and D = C_s − C_t, returns
+  //! L = ‖D‖²_F / (4F²), and keeps X̃, D and the loss scale S for coral_backward.
+  domain_loss_result coral_loss(double loss_scale) requires aligns_covariance {
+    const index_t b = batch_, f = feature_width;
+    const matrix_view<value_type> h = features_.output();
+    const matrix_view<value_type> x = centered_features_;
+    for (const index_t first : {index_t(0), b})
+      for (index_t j = 0; j < f; ++j) {
+        double mean = 0;
+        for (index_t c = first; c < first + b; ++c) mean += double(h(j, c));
+        mean /= double(b);
+        for (index_t c = first; c < first + b; ++c)
+          x(j, c) = products_type::round(value_type(double(h(j, c)) - mean));
+      }
+    // D = X̃_s·X̃_sᵀ/(B − 1) − X̃_t·X̃_tᵀ/(B − 1): two products into one [F, F] buffer.
+    value_type* d = covariance_difference_.data;
+    const value_type alpha = value_type(1.0 / double(b - 1));
+    gemm_.template product<host::op::none, host::op::transpose>(f, f, b, alpha, x.data, f, x.data,
+                                                                f, value_type(0), d, f);
+    gemm_.template product<host::op::none, host::op::transpose>(
+        f, f, b, -alpha, x.data + f * b, f, x.data + f * b, f, value_type(1), d, f);
+    round_in_place(d, f * f);
+    double sum = 0;
+    for (index_t k = 0; k < f * f; ++k) sum += double(d[k]) * double(d[k]);
+    head_loss_scale_ = loss_scale;
+    return {sum / (4.0 * double(f) * double(f)), 0.0};
+  }
+  //! CORAL's gradient, λ·S·∂L/∂h, written fresh into δh: ∂L/∂C_s = D/(2F²) and, D symmetric,
+  //! ∂L/∂x̃_i = D·x̃_i/((B − 1)·F²) on a source column, its negative on a target one; the centring
+  //! adds nothing (X̃'s columns sum to 0, so Σ_i D·x̃_i = 0). G_d is not trained: returns 0.
+  double coral_backward(double weight) requires aligns_covariance {
+    const index_t b = batch_, f = feature_width;
+    const value_type coefficient =
+        value_type(weight * head_loss_scale_ / (double(b - 1) * double(f) * double(f)));
+    const value_type* d = covariance_difference_.data;
+    const value_type* x = centered_features_.data;
+    value_type* dh = features_.output_gradient().data;
+    gemm_.template product<host::op::none, host::op::none>(f, b, f, coefficient, d, f, x, f,
+                                                           value_type(0), dh, f);
+    gemm_.template product<host::op::none, host::op::none>(f, b, f, -coefficient, d, f, x + f * b,
+                                                           f, value_type(0), dh + f * b, f);
+    round_in_place(dh, f * rows_);
+    return 0.0;
   }
 
   //! One pass over the parameters: each module's gradients are multiplied by its scale and
@@ -606,8 +664,9 @@ class executor<System, Step> {
   fit_args args_;
   host::step_memory<Step, System> memory_;  // parameters, gradients, optimizer state, batch, labels
   index_t batch_;                           // B
-  index_t rows_;             // rows per batch: B source, then B target with target rows
-  index_t classifier_rows_;  // rows G_y runs on: B, or all rows when the head reads them
+  index_t rows_;                      // rows per batch: B source, then B target with target rows
+  index_t classifier_rows_;           // rows G_y runs on: B, or all rows when the head reads them
+  index_t classifier_backward_rows_;  // rows G_y's backward runs on: B, or all rows
   // Mixed precision: the parameters rounded (only their biases are written when
   // products_read_master), else empty.
   buffer<value_type, System> working_params_;
@@ -627,6 +686,9 @@ class executor<System, Step> {
   stack_scratch<discriminator_stack> discriminator_;
   // CDAN: softmax(g) [classes, rows], T and δT [classes · features, rows], weights [1, rows].
   matrix_view<value_type> probabilities_, joint_, joint_gradient_, row_weights_;
+  // CORAL: X̃ [features, rows] and D = C_s − C_t [features, features]; the loss scale S.
+  matrix_view<value_type> centered_features_, covariance_difference_;
+  double head_loss_scale_ = 1;
   matrix_view<value_type> eval_input_;
   stack_scratch<feature_stack> eval_features_;
   stack_scratch<classifier_stack> eval_classifier_;
