@@ -76,6 +76,7 @@ class executor<System, Step> {
   // The executor operations the head calls beyond the modules' passes.
   static constexpr head_operation head_ops = Step::head_type::operations;
   static constexpr bool aligns_covariance = uses(head_ops, head_operation::covariance_alignment);
+  static constexpr bool measures_discrepancy = uses(head_ops, head_operation::kernel_discrepancy);
   template <class Stack>
   using stack_scratch = host::stack_scratch<Stack, value_type>;
   using products_type = host::products_for<Step::compute_format, value_type>;
@@ -114,11 +115,13 @@ class executor<System, Step> {
     // CORAL: the centred features X̃ [features, rows] and D = C_s − C_t [features, features].
     const index_t coral_values =
         aligns_covariance ? feature_width * rows + feature_width * feature_width : 0;
+    // MMD: one value per pair of rows (its distance, then its gradient coefficient).
+    const index_t mmd_values = measures_discrepancy ? rows * rows : 0;
     workspace_ = buffer<value_type, System>(
         stack_scratch<feature_stack>::elements(rows) +
         stack_scratch<classifier_stack>::elements(classified) +
         (trains_discriminator ? stack_scratch<discriminator_stack>::elements(rows) : 0) +
-        joint_values + coral_values + (sparse_input ? 0 : input_width * chunk) +
+        joint_values + coral_values + mmd_values + (sparse_input ? 0 : input_width * chunk) +
         stack_scratch<feature_stack>::elements(chunk, false) +
         stack_scratch<classifier_stack>::elements(chunk, false));
     value_type* cursor = workspace_.data();
@@ -141,6 +144,7 @@ class executor<System, Step> {
       centered_features_ = {carve(feature_width * rows), feature_width, rows};
       covariance_difference_ = {carve(feature_width * feature_width), feature_width, feature_width};
     }
+    if constexpr (measures_discrepancy) pair_values_ = {carve(rows * rows), rows, rows};
     eval_input_ = {carve(sparse_input ? 0 : input_width * chunk), input_width, chunk};
     eval_features_ = {carve(stack_scratch<feature_stack>::elements(chunk, false)), chunk, false};
     eval_classifier_ = {carve(stack_scratch<classifier_stack>::elements(chunk, false)), chunk,
@@ -411,6 +415,72 @@ class executor<System, Step> {
     return 0.0;
   }
 
+  //! Multi-kernel MMD² (DAN: Long et al. 2015) between the source and target rows of h, with
+  //! k(d) = (1/K)·Σ_u exp(−d / (2·α_u·m̄)) on d = ‖h_i − h_j‖², the K bandwidth multipliers α_u
+  //! in `multipliers` and m̄ the mean of d over the pairs the estimator reads (a constant for the
+  //! gradient). The estimator is L = Σ_pairs c_ij·k(d_ij) over pairs i < j: unbiased quadratic,
+  //! c = 2/(B(B − 1)) within a domain and −2/B² across; or, `linear`, the linear-time one over
+  //! the quad-tuples (s_2i, s_2i+1, t_2i, t_2i+1): c = 2/B for (s_2i, s_2i+1) and (t_2i, t_2i+1),
+  //! −2/B for (s_2i, t_2i+1) and (s_2i+1, t_2i). Keeps each pair's 2·c·k'(d) for mmd_backward.
+  template <std::size_t K>
+  domain_loss_result mmd_loss(double loss_scale,
+                              bool linear,
+                              const std::array<double, K>& multipliers) requires
+      measures_discrepancy {
+    const matrix_view<value_type> h = features_.output();
+    const matrix_view<value_type> pairs = pair_values_;
+    linear_mmd_ = linear;
+    double total = 0;
+    index_t count = 0;
+    for_each_mmd_pair(linear, [&](index_t i, index_t j, double) {
+      const value_type* a = &h(0, i);
+      const value_type* b = &h(0, j);
+      value_type d = 0;
+      for (index_t f = 0; f < feature_width; ++f) d += (a[f] - b[f]) * (a[f] - b[f]);
+      pairs(i, j) = d;
+      total += double(d);
+      ++count;
+    });
+    // Every row the same: every d is 0, and any bandwidth gives the same loss and gradient.
+    const double mean = total > 0 ? total / double(count) : 1.0;
+    double loss = 0;
+    for_each_mmd_pair(linear, [&](index_t i, index_t j, double c) {
+      double k = 0, slope = 0;
+      for (const double alpha : multipliers) {
+        const double width = 2.0 * alpha * mean, e = std::exp(-double(pairs(i, j)) / width);
+        k += e;
+        slope -= e / width;
+      }
+      loss += c * k / double(K);
+      pairs(i, j) = value_type(2.0 * c * slope / double(K));
+    });
+    head_loss_scale_ = loss_scale;
+    return {loss, 0.0};
+  }
+  //! MMD's gradient, λ·S·∂L/∂h, written fresh into δh: each pair adds q·(h_i − h_j) to δh_i and
+  //! subtracts it from δh_j, q = λ·S·2·c·k'(d) (∂d/∂h_i = 2(h_i − h_j)). Returns 0 (no G_d).
+  double mmd_backward(double weight) requires measures_discrepancy {
+    const matrix_view<value_type> h = features_.output();
+    const matrix_view<value_type> dh = features_.output_gradient();
+    const matrix_view<value_type> pairs = pair_values_;
+    const double scale = weight * head_loss_scale_;
+    std::fill_n(dh.data, feature_width * rows_, value_type(0));
+    for_each_mmd_pair(linear_mmd_, [&](index_t i, index_t j, double) {
+      const value_type q = value_type(scale * double(pairs(i, j)));
+      const value_type* a = &h(0, i);
+      const value_type* b = &h(0, j);
+      value_type* da = &dh(0, i);
+      value_type* db = &dh(0, j);
+      for (index_t f = 0; f < feature_width; ++f) {
+        const value_type v = q * (a[f] - b[f]);
+        da[f] += v;
+        db[f] -= v;
+      }
+    });
+    round_in_place(dh.data, feature_width * rows_);
+    return 0.0;
+  }
+
   //! One pass over the parameters: each module's gradients are multiplied by its scale and
   //! clamped to ±clip_limit, then its optimizer rule runs with its learning rate. Each thread
   //! updates the weights whose gradients it wrote; a sparse step on one thread runs no parallel
@@ -474,6 +544,27 @@ class executor<System, Step> {
       return matrix_view<const value_type>(joint_.middle_cols(0, cols));
     else
       return matrix_view<const value_type>(features_.output().middle_cols(0, cols));
+  }
+
+  // Calls f(i, j, c) for each pair of rows i < j that the MMD estimator reads, with its
+  // coefficient c (mmd_loss gives both estimators).
+  template <class F>
+  void for_each_mmd_pair(bool linear, F&& f) const {
+    const index_t b = batch_;
+    if (linear) {
+      const double c = 2.0 / double(b);
+      for (index_t i = 0; i + 1 < b; i += 2) {
+        f(i, i + 1, c);
+        f(b + i, b + i + 1, c);
+        f(i, b + i + 1, -c);
+        f(i + 1, b + i, -c);
+      }
+    } else {
+      const double same = 2.0 / (double(b) * double(b - 1)),
+                   across = -2.0 / (double(b) * double(b));
+      for (index_t j = 1; j < rows_; ++j)
+        for (index_t i = 0; i < j; ++i) f(i, j, (i < b) == (j < b) ? same : across);
+    }
   }
 
   // Calls f with the prepared batch: a dense view, a listed sparse view or a dealt one.
@@ -688,6 +779,9 @@ class executor<System, Step> {
   matrix_view<value_type> probabilities_, joint_, joint_gradient_, row_weights_;
   // CORAL: X̃ [features, rows] and D = C_s − C_t [features, features]; the loss scale S.
   matrix_view<value_type> centered_features_, covariance_difference_;
+  // MMD: pair (i, j), i < j, at (i, j): ‖h_i − h_j‖², then 2·c_ij·k'(‖h_i − h_j‖²).
+  matrix_view<value_type> pair_values_;
+  bool linear_mmd_ = false;  // the estimator of the last mmd_loss
   double head_loss_scale_ = 1;
   matrix_view<value_type> eval_input_;
   stack_scratch<feature_stack> eval_features_;
