@@ -6,6 +6,7 @@
 #include <dafuse/data/sparse_batcher.hpp>
 #include <dafuse/head/coral.hpp>
 #include <dafuse/head/dann.hpp>
+#include <dafuse/head/mcc.hpp>
 #include <dafuse/head/mmd.hpp>
 #include <dafuse/head/source_only.hpp>
 #include <dafuse/step/eager_step.hpp>
@@ -154,6 +155,7 @@ TEST_CASE("steps of the heads without a discriminator allocate nothing") {
                              df::precision::bf16>() == 0);
   CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm, df::head::mmd<>>() == 0);
   CHECK(allocations_in_steps<df::loader::resident, df::clip::none, df::head::mmd_linear<>>() == 0);
+  CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm, df::head::mcc<>>() == 0);
 }
 
 TEST_CASE("a step with a sparse first layer and its CSR batches allocates nothing") {

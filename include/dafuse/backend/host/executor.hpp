@@ -77,6 +77,7 @@ class executor<System, Step> {
   static constexpr head_operation head_ops = Step::head_type::operations;
   static constexpr bool aligns_covariance = uses(head_ops, head_operation::covariance_alignment);
   static constexpr bool measures_discrepancy = uses(head_ops, head_operation::kernel_discrepancy);
+  static constexpr bool confuses_classes = uses(head_ops, head_operation::class_confusion);
   template <class Stack>
   using stack_scratch = host::stack_scratch<Stack, value_type>;
   using products_type = host::products_for<Step::compute_format, value_type>;
@@ -91,7 +92,7 @@ class executor<System, Step> {
         rows_(Step::rows_for(args.batch)),
         classifier_rows_(Step::classifier_rows_for(args.batch)),
         classifier_backward_rows_(Step::classifier_backward_rows_for(args.batch)) {
-    const index_t rows = rows_, classified = classifier_rows_;
+    const index_t b = batch_, rows = rows_, classified = classifier_rows_;
     if constexpr (mixed)
       working_params_ = buffer<value_type, System>(Net::param_count, value_type(0));
     if constexpr (sparse_input) {
@@ -117,11 +118,14 @@ class executor<System, Step> {
         aligns_covariance ? feature_width * rows + feature_width * feature_width : 0;
     // MMD: one value per pair of rows (its distance, then its gradient coefficient).
     const index_t mmd_values = measures_discrepancy ? rows * rows : 0;
+    // MCC: the target rows' softmax Ŷ [classes, B], their weights [B], and two per-class values.
+    const index_t mcc_values = confuses_classes ? class_count * b + b + 2 * class_count : 0;
     workspace_ = buffer<value_type, System>(
         stack_scratch<feature_stack>::elements(rows) +
         stack_scratch<classifier_stack>::elements(classified) +
         (trains_discriminator ? stack_scratch<discriminator_stack>::elements(rows) : 0) +
-        joint_values + coral_values + mmd_values + (sparse_input ? 0 : input_width * chunk) +
+        joint_values + coral_values + mmd_values + mcc_values +
+        (sparse_input ? 0 : input_width * chunk) +
         stack_scratch<feature_stack>::elements(chunk, false) +
         stack_scratch<classifier_stack>::elements(chunk, false));
     value_type* cursor = workspace_.data();
@@ -145,6 +149,11 @@ class executor<System, Step> {
       covariance_difference_ = {carve(feature_width * feature_width), feature_width, feature_width};
     }
     if constexpr (measures_discrepancy) pair_values_ = {carve(rows * rows), rows, rows};
+    if constexpr (confuses_classes) {
+      target_probabilities_ = {carve(class_count * b), class_count, b};
+      target_weights_ = {carve(b), 1, b};
+      class_terms_ = {carve(2 * class_count), class_count, 2};
+    }
     eval_input_ = {carve(sparse_input ? 0 : input_width * chunk), input_width, chunk};
     eval_features_ = {carve(stack_scratch<feature_stack>::elements(chunk, false)), chunk, false};
     eval_classifier_ = {carve(stack_scratch<classifier_stack>::elements(chunk, false)), chunk,
@@ -481,6 +490,76 @@ class executor<System, Step> {
     return 0.0;
   }
 
+  //! Minimum Class Confusion (Jin et al. 2020) on the B target rows' logits z: Ŷ_i =
+  //! softmax(z_i/T); w_i = 1 + e^(−H(Ŷ_i)) normalised to Σ w = B (a constant for the gradient);
+  //! the class confusion C = Ŷᵀ·diag(w)·Ŷ [classes, classes], each column divided by its sum s_j;
+  //! L = Σ_{j≠j'} C̃_jj' / classes. Ŷ's rows sum to 1, so s_j = Σ_i w_i·Ŷ_ij, the normalised
+  //! columns sum to 1, and L = 1 − (1/classes)·Σ_j C_jj/s_j. Keeps Ŷ, w and the per-class terms.
+  domain_loss_result mcc_loss(double loss_scale, double temperature) requires confuses_classes {
+    const index_t b = batch_;
+    const matrix_view<value_type> z = classifier_.output();
+    const matrix_view<value_type> y = target_probabilities_;
+    value_type* w = target_weights_.data;
+    double weight_sum = 0;
+    for (index_t i = 0; i < b; ++i) {
+      const value_type* zi = &z(0, b + i);
+      value_type zmax = zi[0];
+      for (index_t k = 1; k < class_count; ++k) zmax = std::max(zmax, zi[k]);
+      // H = log Σ e^u − Σ Ŷ·u with u = (z − max z)/T: exact, no ε inside a log.
+      double total = 0, weighted = 0;
+      for (index_t k = 0; k < class_count; ++k) {
+        const double u = (double(zi[k]) - double(zmax)) / temperature, e = std::exp(u);
+        y(k, i) = value_type(e);
+        total += e;
+        weighted += e * u;
+      }
+      for (index_t k = 0; k < class_count; ++k) y(k, i) = value_type(double(y(k, i)) / total);
+      const double entropy = std::log(total) - weighted / total;
+      w[i] = value_type(1.0 + std::exp(-entropy));
+      weight_sum += double(w[i]);
+    }
+    for (index_t i = 0; i < b; ++i) w[i] = value_type(double(w[i]) * double(b) / weight_sum);
+    double trace = 0;
+    for (index_t k = 0; k < class_count; ++k) {
+      double s = 0, c = 0;
+      for (index_t i = 0; i < b; ++i) {
+        s += double(w[i]) * double(y(k, i));
+        c += double(w[i]) * double(y(k, i)) * double(y(k, i));
+      }
+      // A class no row gives any probability (underflow) confuses nothing: c_jj/s_j → 0.
+      const bool seen = s > 0;
+      class_terms_(k, 0) = value_type(seen ? 2.0 / s : 0.0);
+      class_terms_(k, 1) = value_type(seen ? c / (s * s) : 0.0);
+      trace += seen ? c / s : 0.0;
+    }
+    head_loss_scale_ = loss_scale;
+    temperature_ = temperature;
+    return {1.0 - trace / double(class_count), 0.0};
+  }
+  //! MCC's gradient, λ·S·∂L/∂z, written fresh into the target rows' δz: with w constant,
+  //! ∂L/∂Ŷ_ik = −(w_i/classes)·(2·Ŷ_ik/s_k − C_kk/s_k²), then through the softmax at
+  //! temperature T: δz_i = (λS/T)·Ŷ_i ⊙ (g_i − ⟨g_i, Ŷ_i⟩). Returns 0 (no G_d).
+  double mcc_backward(double weight) requires confuses_classes {
+    const index_t b = batch_;
+    const matrix_view<value_type> dz = classifier_.output_gradient();
+    const matrix_view<value_type> y = target_probabilities_;
+    const double scale = weight * head_loss_scale_ / temperature_;
+    for (index_t i = 0; i < b; ++i) {
+      const double wi = double(target_weights_.data[i]) / double(class_count);
+      value_type* di = &dz(0, b + i);
+      double mean = 0;
+      for (index_t k = 0; k < class_count; ++k) {
+        const double g =
+            -wi * (double(class_terms_(k, 0)) * double(y(k, i)) - double(class_terms_(k, 1)));
+        di[k] = value_type(g);
+        mean += g * double(y(k, i));
+      }
+      for (index_t k = 0; k < class_count; ++k)
+        di[k] = products_type::round(value_type(scale * double(y(k, i)) * (double(di[k]) - mean)));
+    }
+    return 0.0;
+  }
+
   //! One pass over the parameters: each module's gradients are multiplied by its scale and
   //! clamped to ±clip_limit, then its optimizer rule runs with its learning rate. Each thread
   //! updates the weights whose gradients it wrote; a sparse step on one thread runs no parallel
@@ -782,6 +861,10 @@ class executor<System, Step> {
   // MMD: pair (i, j), i < j, at (i, j): ‖h_i − h_j‖², then 2·c_ij·k'(‖h_i − h_j‖²).
   matrix_view<value_type> pair_values_;
   bool linear_mmd_ = false;  // the estimator of the last mmd_loss
+  // MCC: Ŷ = softmax(z/T) of the target rows [classes, B], their weights w [1, B], and per class
+  // (2/s_j, c_jj/s_j²) [classes, 2]; the temperature of the last mcc_loss.
+  matrix_view<value_type> target_probabilities_, target_weights_, class_terms_;
+  double temperature_ = 1;
   double head_loss_scale_ = 1;
   matrix_view<value_type> eval_input_;
   stack_scratch<feature_stack> eval_features_;
