@@ -1,6 +1,6 @@
 // The heads without a discriminator run on the host executor only for now: a device system
 // (system::cuda; system::omp_device here, its CPU stand-in) refuses them with a sentence.
-// expect: dafuse: head::coral, head::mmd and head::mcc run on the host systems only
+// expect: dafuse: head::coral, head::mmd, head::mcc and head::combine run on the host
 // errors: 1
 #include <dafuse/head/coral.hpp>
 #include "common.hpp"

@@ -4,7 +4,7 @@
 // holds the entropy weights fixed as the head does (head_checks.hpp).
 #include <dafuse/head/mcc.hpp>
 
-#include "head_checks.hpp"
+#include "reference_heads.hpp"
 
 #include <cmath>
 #include <optional>
@@ -16,61 +16,17 @@ namespace heads = df::test::heads;
 
 namespace {
 
-constexpr df::index_t classes = heads::classes;
-
-// L_MCC of the target rows (columns b..2b of z) at temperature t; the row weights are taken from
-// `fixed` when given, else computed from these logits and returned in `seen`.
-double reference_mcc(const heads::reference_outputs& out,
-                     df::index_t b,
-                     double t,
-                     const std::vector<double>* fixed,
-                     std::vector<double>* seen = nullptr) {
-  std::vector<double> y(static_cast<std::size_t>(b * classes)), w(static_cast<std::size_t>(b));
-  double weight_sum = 0;
-  for (df::index_t i = 0; i < b; ++i) {
-    const double* z = &out.z[std::size_t((b + i) * classes)];
-    double total = 0;
-    for (df::index_t k = 0; k < classes; ++k) total += std::exp(z[k] / t);
-    double entropy = 0;
-    for (df::index_t k = 0; k < classes; ++k) {
-      const double p = std::exp(z[k] / t) / total;
-      y[std::size_t(i * classes + k)] = p;
-      entropy -= p * std::log(p);
-    }
-    w[std::size_t(i)] = 1.0 + std::exp(-entropy);
-    weight_sum += w[std::size_t(i)];
-  }
-  for (double& v : w) v *= double(b) / weight_sum;
-  if (seen) *seen = w;
-  const std::vector<double>& use = fixed ? *fixed : w;
-  // C = Ŷᵀ diag(w) Ŷ, then each column divided by its sum; L = off-diagonal sum / classes.
-  std::vector<double> c(std::size_t(classes * classes), 0.0);
-  for (df::index_t j = 0; j < classes; ++j)
-    for (df::index_t k = 0; k < classes; ++k)
-      for (df::index_t i = 0; i < b; ++i)
-        c[std::size_t(j * classes + k)] +=
-            use[std::size_t(i)] * y[std::size_t(i * classes + j)] * y[std::size_t(i * classes + k)];
-  double loss = 0;
-  for (df::index_t k = 0; k < classes; ++k) {
-    double column = 0;
-    for (df::index_t j = 0; j < classes; ++j) column += c[std::size_t(j * classes + k)];
-    for (df::index_t j = 0; j < classes; ++j)
-      if (j != k) loss += c[std::size_t(j * classes + k)] / column;
-  }
-  return loss / double(classes);
-}
-
 template <class Head>
 void check_gradients(double lambda, df::index_t b) {
   std::optional<std::vector<double>> weights;
   heads::check_gradients<Head>(lambda, b, [&](const heads::reference_outputs& out) {
     if (!weights) {
       std::vector<double> seen;
-      const double loss = reference_mcc(out, b, Head::temperature, nullptr, &seen);
+      const double loss = heads::reference_mcc(out, b, Head::temperature, nullptr, &seen);
       weights = seen;
       return loss;
     }
-    return reference_mcc(out, b, Head::temperature, &*weights);
+    return heads::reference_mcc(out, b, Head::temperature, &*weights);
   });
 }
 

@@ -4,6 +4,8 @@
 // Built only without sanitizers, which intercept malloc themselves.
 #include <dafuse/data/batcher.hpp>
 #include <dafuse/data/sparse_batcher.hpp>
+#include <dafuse/head/cdan.hpp>
+#include <dafuse/head/combine.hpp>
 #include <dafuse/head/coral.hpp>
 #include <dafuse/head/dann.hpp>
 #include <dafuse/head/mcc.hpp>
@@ -156,6 +158,12 @@ TEST_CASE("steps of the heads without a discriminator allocate nothing") {
   CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm, df::head::mmd<>>() == 0);
   CHECK(allocations_in_steps<df::loader::resident, df::clip::none, df::head::mmd_linear<>>() == 0);
   CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm, df::head::mcc<>>() == 0);
+}
+
+TEST_CASE("a sum of heads allocates nothing per step (DANN + CORAL + MCC)") {
+  CHECK(allocations_in_steps<
+            df::loader::resident, df::clip::global_norm,
+            df::head::combine<df::head::dann<>, df::head::coral<>, df::head::mcc<>>>() == 0);
 }
 
 TEST_CASE("a step with a sparse first layer and its CSR batches allocates nothing") {

@@ -41,10 +41,11 @@ struct coral : scheduled_defaults<Schedule> {
   static auto forward(Exec& exec, Scale loss_scale) {
     return exec.coral_loss(loss_scale);
   }
-  //! λ·∂L/∂h written into δh; nothing else is trained (returns 0).
+  //! λ·∂L/∂h written into δh (added to it with `accumulate`); nothing else is trained
+  //! (returns 0).
   template <class Exec, class Weight>
-  static auto backward(Exec& exec, Weight lambda) {
-    return exec.coral_backward(lambda);
+  static auto backward(Exec& exec, Weight lambda, bool accumulate = false) {
+    return exec.coral_backward(lambda, accumulate);
   }
 };
 

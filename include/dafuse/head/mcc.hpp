@@ -70,9 +70,10 @@ struct mcc : scheduled_defaults<Schedule> {
   static auto forward(Exec& exec, Scale loss_scale) {
     return exec.mcc_loss(loss_scale, temperature);
   }
-  //! λ·∂L/∂z written into the target rows' logit gradient; G_y's backward takes it from there.
+  //! λ·∂L/∂z written into the target rows' logit gradient; G_y's backward takes it from there
+  //! (δh is not touched, so `accumulate` changes nothing).
   template <class Exec, class Weight>
-  static auto backward(Exec& exec, Weight lambda) {
+  static auto backward(Exec& exec, Weight lambda, bool /*accumulate*/ = false) {
     return exec.mcc_backward(lambda);
   }
 };

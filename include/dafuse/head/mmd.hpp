@@ -60,10 +60,11 @@ struct mmd : scheduled_defaults<Schedule> {
   static auto forward(Exec& exec, Scale loss_scale) {
     return exec.mmd_loss(loss_scale, Estimator == mmd_estimator::linear, bandwidth_multipliers);
   }
-  //! λ·∂MMD²/∂h written into δh; nothing else is trained (returns 0).
+  //! λ·∂MMD²/∂h written into δh (added to it with `accumulate`); nothing else is trained
+  //! (returns 0).
   template <class Exec, class Weight>
-  static auto backward(Exec& exec, Weight lambda) {
-    return exec.mmd_backward(lambda);
+  static auto backward(Exec& exec, Weight lambda, bool accumulate = false) {
+    return exec.mmd_backward(lambda, accumulate);
   }
 };
 

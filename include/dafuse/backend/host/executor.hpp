@@ -322,14 +322,16 @@ class executor<System, Step> {
         row_weights_(0, c) = value_type(double(row_weights_(0, c)) * double(rows) / weight_sum);
   }
 
-  //! δh = Σ_c g_c · δT_c on all rows (g a constant, as the map's forward took it), written fresh.
-  void multilinear_backward() requires reads_joint {
+  //! δh = Σ_c g_c · δT_c on all rows (g a constant, as the map's forward took it), written fresh
+  //! (added to δh with `accumulate`: a later term of a sum of heads).
+  void multilinear_backward(bool accumulate = false) requires reads_joint {
     const matrix_view<value_type> dh = features_.output_gradient();
     for (index_t c = 0; c < rows_; ++c) {
       const value_type* g = &probabilities_(0, c);
       const value_type* dt = &joint_gradient_(0, c);
       value_type* out = &dh(0, c);
-      for (index_t j = 0; j < feature_width; ++j) out[j] = value_type(0);
+      if (!accumulate)
+        for (index_t j = 0; j < feature_width; ++j) out[j] = value_type(0);
       for (index_t k = 0; k < class_count; ++k)
         for (index_t j = 0; j < feature_width; ++j) out[j] += g[k] * dt[k * feature_width + j];
       for (index_t j = 0; j < feature_width; ++j) out[j] = products_type::round(out[j]);
@@ -408,18 +410,20 @@ class executor<System, Step> {
   }
   //! CORAL's gradient, λ·S·∂L/∂h, written fresh into δh: ∂L/∂C_s = D/(2F²) and, D symmetric,
   //! ∂L/∂x̃_i = D·x̃_i/((B − 1)·F²) on a source column, its negative on a target one; the centring
-  //! adds nothing (X̃'s columns sum to 0, so Σ_i D·x̃_i = 0). G_d is not trained: returns 0.
-  double coral_backward(double weight) requires aligns_covariance {
+  //! adds nothing (X̃'s columns sum to 0, so Σ_i D·x̃_i = 0). Added to δh with `accumulate`. G_d
+  //! is not trained: returns 0.
+  double coral_backward(double weight, bool accumulate = false) requires aligns_covariance {
     const index_t b = batch_, f = feature_width;
     const value_type coefficient =
         value_type(weight * head_loss_scale_ / (double(b - 1) * double(f) * double(f)));
     const value_type* d = covariance_difference_.data;
     const value_type* x = centered_features_.data;
     value_type* dh = features_.output_gradient().data;
-    gemm_.template product<host::op::none, host::op::none>(f, b, f, coefficient, d, f, x, f,
-                                                           value_type(0), dh, f);
+    const value_type beta = accumulate ? value_type(1) : value_type(0);
+    gemm_.template product<host::op::none, host::op::none>(f, b, f, coefficient, d, f, x, f, beta,
+                                                           dh, f);
     gemm_.template product<host::op::none, host::op::none>(f, b, f, -coefficient, d, f, x + f * b,
-                                                           f, value_type(0), dh + f * b, f);
+                                                           f, beta, dh + f * b, f);
     round_in_place(dh, f * rows_);
     return 0.0;
   }
@@ -466,14 +470,15 @@ class executor<System, Step> {
     head_loss_scale_ = loss_scale;
     return {loss, 0.0};
   }
-  //! MMD's gradient, λ·S·∂L/∂h, written fresh into δh: each pair adds q·(h_i − h_j) to δh_i and
-  //! subtracts it from δh_j, q = λ·S·2·c·k'(d) (∂d/∂h_i = 2(h_i − h_j)). Returns 0 (no G_d).
-  double mmd_backward(double weight) requires measures_discrepancy {
+  //! MMD's gradient, λ·S·∂L/∂h, written fresh into δh (added to it with `accumulate`): each pair
+  //! adds q·(h_i − h_j) to δh_i and subtracts it from δh_j, q = λ·S·2·c·k'(d) (∂d/∂h_i =
+  //! 2(h_i − h_j)). Returns 0 (no G_d).
+  double mmd_backward(double weight, bool accumulate = false) requires measures_discrepancy {
     const matrix_view<value_type> h = features_.output();
     const matrix_view<value_type> dh = features_.output_gradient();
     const matrix_view<value_type> pairs = pair_values_;
     const double scale = weight * head_loss_scale_;
-    std::fill_n(dh.data, feature_width * rows_, value_type(0));
+    if (!accumulate) std::fill_n(dh.data, feature_width * rows_, value_type(0));
     for_each_mmd_pair(linear_mmd_, [&](index_t i, index_t j, double) {
       const value_type q = value_type(scale * double(pairs(i, j)));
       const value_type* a = &h(0, i);
