@@ -15,7 +15,6 @@
 //! The network has one G_d, so at most one term may train it; and at most one term may write the
 //! target logits' gradient. Host systems only for now (as head::coral, mmd and mcc).
 #pragma once
-#include <dafuse/backend/executor.hpp>
 #include <dafuse/config.hpp>
 #include <dafuse/head/head_base.hpp>
 #include <dafuse/policy/arguments.hpp>
@@ -129,10 +128,14 @@ struct combine : defaults {
     return (detail::term_head<Terms>::template check_network<Net>() && ...);
   }
 
-  //! Each term's forward, in order: the sum of r_i·L_i and the G_d term's accuracy.
+  //! What forward() returns: the sum of r_i·L_i and the G_d term's accuracy (0 without one).
+  struct loss_result {
+    double loss = 0, accuracy = 0;
+  };
+  //! Each term's forward, in order.
   template <class Exec, class Scale>
-  static domain_loss_result forward(Exec& exec, Scale loss_scale) {
-    domain_loss_result total;
+  static loss_result forward(Exec& exec, Scale loss_scale) {
+    loss_result total;
     (
         [&] {
           using head = detail::term_head<Terms>;
