@@ -232,7 +232,8 @@ A network of any width instead of --model (compiled once, then cached; docs/cli.
   --sparse              G_f reads CSR rows
   --precision P         fp32 (default), bf16, fp16 (dynamic loss scale)
   --clip C              none (default), global_norm (--max-grad-norm)
-  --head H              dann (default), source_only, cdan, cdan_e
+  --head H              dann (default), source_only, cdan, cdan_e, coral, mmd, mmd_linear, mcc,
+                        cdan_e+mcc (CDAN+E plus MCC, each weighted by --lambda-max)
   --network FILE        the same as lines "features = 256,128:relu" ('#' comments)
 
 Training (absent: the model's defaults, shown by --list; lr > 0, momentum, lambda >= 0)

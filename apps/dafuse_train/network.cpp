@@ -161,7 +161,9 @@ void complete_network(network_text& n) {
         "count)");
   check_choice("--precision", n.precision, {"fp32", "bf16", "fp16"});
   check_choice("--clip", n.clip, {"none", "global_norm"});
-  check_choice("--head", n.head, {"dann", "source_only", "cdan", "cdan_e"});
+  check_choice(
+      "--head", n.head,
+      {"dann", "source_only", "cdan", "cdan_e", "coral", "mmd", "mmd_linear", "mcc", "cdan_e+mcc"});
   const long features = n.features.widths.back();
   const long classes = n.classifier.widths.back();
   if (n.classifier.widths.front() != features)
@@ -170,7 +172,7 @@ void complete_network(network_text& n) {
   if (classes < 2)
     throw usage_error("--classifier: expected at least 2 classes (its last width), found " +
                       std::to_string(classes));
-  const bool joint = n.head == "cdan" || n.head == "cdan_e";
+  const bool joint = n.head == "cdan" || n.head == "cdan_e" || n.head == "cdan_e+mcc";
   // CDAN's discriminator reads softmax(G_y) ⊗ h: features × classes values a row.
   const long d_in = joint ? features * classes : features;
   if (!n.discriminator.given) {
@@ -201,9 +203,17 @@ std::string step_type_text(const network_text& n) {
   const std::string precision = n.precision == "fp16"
                                     ? "df::precision::fp16<df::loss_scale::dynamic>"
                                     : "df::precision::" + n.precision;
+  // Every head with Ganin's schedules; "a+b" is head::combine of the two.
+  const auto head = [](const std::string& name) {
+    return "df::head::" + name + "<df::schedule::ganin>";
+  };
+  const std::size_t plus = n.head.find('+');
+  const std::string head_type = plus == std::string::npos
+                                    ? head(n.head)
+                                    : "df::head::combine<" + head(n.head.substr(0, plus)) + ", " +
+                                          head(n.head.substr(plus + 1)) + ">";
   return "df::train_step<" + net + ", " + (n.sparse ? "df::loader::sync" : "df::loader::resident") +
-         ", " + precision + ", df::clip::" + n.clip + ", df::head::" + n.head +
-         "<df::schedule::ganin>, " + "df::optim::sgd>";
+         ", " + precision + ", df::clip::" + n.clip + ", " + head_type + ", df::optim::sgd>";
 }
 
 std::string network_description(const network_text& n) {

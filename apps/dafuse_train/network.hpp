@@ -23,7 +23,8 @@ struct network_text {
   bool sparse = false;             //!< G_f reads CSR rows (nn::sparse_input)
   std::string precision = "fp32";  //!< fp32, bf16
   std::string clip = "none";       //!< none, global_norm
-  std::string head = "dann";       //!< dann, source_only, cdan, cdan_e
+  std::string head = "dann";  //!< dann, source_only, cdan, cdan_e, coral, mmd, mmd_linear, mcc,
+                              //!< cdan_e+mcc
   bool given() const { return features.given || classifier.given || discriminator.given; }
 };
 

@@ -24,8 +24,12 @@
 #include <dafuse/data/split.hpp>
 #include <dafuse/data/transform.hpp>
 #include <dafuse/head/cdan.hpp>
+#include <dafuse/head/combine.hpp>
+#include <dafuse/head/coral.hpp>
 #include <dafuse/head/dann.hpp>
 #include <dafuse/head/head_base.hpp>
+#include <dafuse/head/mcc.hpp>
+#include <dafuse/head/mmd.hpp>
 #include <dafuse/head/source_only.hpp>
 #include <dafuse/nn/activation.hpp>
 #include <dafuse/nn/dann_net.hpp>

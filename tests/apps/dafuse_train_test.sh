@@ -78,8 +78,8 @@ expect 2 "--discriminator: expected the input width 640 (G_f's output × the cla
   --target b.npy
 expect 2 "--classifier: a single layer has no hidden layer to activate" -- \
   --features 256,64 --classifier 64,10:tanh --source a.npy --target b.npy
-expect 2 "--head: expected one of dann, source_only, cdan, cdan_e, found 'mmd'" -- \
-  --features 256,64 --classifier 64,10 --head mmd --source a.npy --target b.npy
+expect 2 "--head: expected one of dann, source_only, cdan, cdan_e, coral, mmd, mmd_linear, mcc, cdan_e+mcc, found 'mdd'" -- \
+  --features 256,64 --classifier 64,10 --head mdd --source a.npy --target b.npy
 expect 2 "--features: expected leaky_relu=SLOPE with a finite SLOPE > 0" -- \
   --features 256,64:leaky_relu=-1 --classifier 64,10 --source a.npy --target b.npy
 expect 2 "--model: expected either a registry model or a network" -- --model digits-dann \

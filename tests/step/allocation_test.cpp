@@ -4,7 +4,12 @@
 // Built only without sanitizers, which intercept malloc themselves.
 #include <dafuse/data/batcher.hpp>
 #include <dafuse/data/sparse_batcher.hpp>
+#include <dafuse/head/cdan.hpp>
+#include <dafuse/head/combine.hpp>
+#include <dafuse/head/coral.hpp>
 #include <dafuse/head/dann.hpp>
+#include <dafuse/head/mcc.hpp>
+#include <dafuse/head/mmd.hpp>
 #include <dafuse/head/source_only.hpp>
 #include <dafuse/step/eager_step.hpp>
 #include <dafuse/step/train_step.hpp>
@@ -143,6 +148,22 @@ TEST_CASE("mixed-precision steps allocate nothing (bf16 kernel buffers, loss-sca
   CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm,
                              df::head::dann<df::schedule::ganin>,
                              df::precision::fp16<df::loss_scale::dynamic>>() == 0);
+}
+
+TEST_CASE("steps of the heads without a discriminator allocate nothing") {
+  CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm, df::head::coral<>>() ==
+        0);
+  CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm, df::head::coral<>,
+                             df::precision::bf16>() == 0);
+  CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm, df::head::mmd<>>() == 0);
+  CHECK(allocations_in_steps<df::loader::resident, df::clip::none, df::head::mmd_linear<>>() == 0);
+  CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm, df::head::mcc<>>() == 0);
+}
+
+TEST_CASE("a sum of heads allocates nothing per step (DANN + CORAL + MCC)") {
+  CHECK(allocations_in_steps<
+            df::loader::resident, df::clip::global_norm,
+            df::head::combine<df::head::dann<>, df::head::coral<>, df::head::mcc<>>>() == 0);
 }
 
 TEST_CASE("a step with a sparse first layer and its CSR batches allocates nothing") {

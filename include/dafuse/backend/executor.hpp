@@ -64,7 +64,8 @@ struct module_update {
   double lr = 0;      //!< the module's learning rate this step
 };
 
-//! A discriminator loss and how well the discriminator separates the domains.
+//! A head's loss (a discriminator's BCE, or a discrepancy) and how well a discriminator separates
+//! the domains (0 for a head without one).
 struct domain_loss_result {
   double loss = 0;      //!< mean BCE on the logits (source 0, target 1)
   double accuracy = 0;  //!< fraction of rows on the right side of 0
@@ -80,8 +81,11 @@ enum class state_part {
 //! What one step reports: its losses before the update, the gradient norm before clipping, and
 //! the scheduled values it used.
 struct step_report {
-  double label_loss = 0;      //!< L_y: mean softmax cross-entropy over the source rows
-  double domain_loss = 0;     //!< L_d: mean BCE over source and target rows (0 without G_d)
+  double label_loss = 0;  //!< L_y: mean softmax cross-entropy over the source rows
+  //! The head's loss before its weight λ: L_d, the mean BCE over source and target rows, for a
+  //! head with G_d; the discrepancy for head::coral and head::mmd, the class confusion for
+  //! head::mcc; 0 for source_only.
+  double domain_loss = 0;
   double grad_norm = 0;       //!< ‖∂L/∂θ‖ over all trained parameters, before clipping
   double task_grad_norm = 0;  //!< the same over G_f and G_y
   double discriminator_grad_norm = 0;  //!< the same over G_d (0 without it)

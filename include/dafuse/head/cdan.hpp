@@ -47,13 +47,14 @@ struct cdan : reversal_defaults<Schedule> {
     exec.template forward<nn::dann_module::discriminator>();
     return exec.domain_loss(loss_scale, entropy_conditioning);
   }
-  //! G_d's backward into ∂L/∂T, scaled by the reversal's −λ, then δh = Σ_c g_c · δT_c.
+  //! G_d's backward into ∂L/∂T, scaled by the reversal's −λ, then δh = Σ_c g_c · δT_c (added to
+  //! δh with `accumulate`, as a later term of head::combine).
   template <class Exec, class Weight>
-  static auto backward(Exec& exec, Weight lambda) {
+  static auto backward(Exec& exec, Weight lambda, bool accumulate = false) {
     const nn::grad_reversal<Weight> reversal{lambda};
     const auto sq = exec.template backward<nn::dann_module::discriminator>(
         reversal.backward_scale(), /*accumulate=*/false);
-    exec.multilinear_backward();
+    exec.multilinear_backward(accumulate);
     return sq;
   }
 };

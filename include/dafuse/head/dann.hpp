@@ -39,12 +39,13 @@ struct dann : reversal_defaults<Schedule> {
     return exec.domain_loss(loss_scale);
   }
   //! G_d's backward: its parameter gradients (their squared norm is returned) and, through the
-  //! reversal, −λ · ∂L_d/∂h written into δh.
+  //! reversal, −λ · ∂L_d/∂h written into δh (added to it with `accumulate`, as a later term of
+  //! head::combine).
   template <class Exec, class Weight>
-  static auto backward(Exec& exec, Weight lambda) {
+  static auto backward(Exec& exec, Weight lambda, bool accumulate = false) {
     const nn::grad_reversal<Weight> reversal{lambda};
     return exec.template backward<nn::dann_module::discriminator>(reversal.backward_scale(),
-                                                                  /*accumulate=*/false);
+                                                                  accumulate);
   }
 };
 

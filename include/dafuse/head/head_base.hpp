@@ -5,8 +5,10 @@
 //!
 //! A head says whether the batch holds target rows, whether G_y also runs on them, what G_d
 //! reads (nothing, the features h, or the multilinear map softmax(g) ⊗ h), the weight of its loss
-//! over training (λ), and, as two functions over the step's executor, its forward with its loss
-//! and its backward into δh. The step composes these; nothing DANN-specific sits in the step.
+//! over training (λ), which executor operations beyond the modules' passes it calls, and, as two
+//! functions over the step's executor, its forward with its loss and its backward into δh (and,
+//! for a head on the target logits, into their gradient δz). The step composes these; nothing
+//! DANN-specific sits in the step.
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/meta.hpp>
@@ -24,6 +26,22 @@ enum class discriminator_input {
   multilinear,  //!< T = softmax(G_y(h)) ⊗ h, one [classes · features] column a row (CDAN)
 };
 
+//! Executor operations a head calls beyond the modules' passes and the domain loss: a bit set.
+//! The executor holds scratch for, and offers, exactly the operations its head names.
+enum class head_operation : unsigned {
+  none = 0,
+  covariance_alignment = 1u << 0,  //!< CORAL: coral_loss, coral_backward
+  kernel_discrepancy = 1u << 1,    //!< MMD: mmd_loss, mmd_backward
+  class_confusion = 1u << 2,       //!< MCC: mcc_loss, mcc_backward (target logits)
+};
+constexpr head_operation operator|(head_operation a, head_operation b) {
+  return head_operation(unsigned(a) | unsigned(b));
+}
+//! Whether the set `ops` holds `op`.
+constexpr bool uses(head_operation ops, head_operation op) {
+  return (unsigned(ops) & unsigned(op)) != 0;
+}
+
 }  // namespace dafuse
 
 namespace dafuse::head {
@@ -38,6 +56,13 @@ struct defaults {
   static constexpr bool classifier_reads_target = false;
   //! What G_d reads; `none` leaves it untrained and its parameters untouched.
   static constexpr discriminator_input discriminator_reads = discriminator_input::none;
+  //! The head's backward writes its gradient into δh on all rows, fresh (G_y's then adds to it).
+  static constexpr bool writes_feature_gradient = false;
+  //! The head's backward writes the gradient of the target rows' logits δz (G_y's backward then
+  //! runs on all rows; needs classifier_reads_target).
+  static constexpr bool writes_logit_gradient = false;
+  //! Executor operations the head calls (the executor holds scratch for these only).
+  static constexpr head_operation operations = head_operation::none;
   //! Run-time checks of the fields the head reads.
   static status can_implement(const fit_args&) { return status::ok(); }
   //! The weight of the head's loss at `now` (λ of the reversal for adversarial heads).
@@ -50,10 +75,10 @@ struct defaults {
   }
 };
 
-//! What every head trained through the gradient reversal shares: it draws target rows, and its
-//! weight is λ(p) = lambda_max · Schedule::lambda(p), lambda_max finite and ≥ 0.
+//! What every head with a scheduled loss on the target rows shares: it draws target rows, and its
+//! loss weight is λ(p) = lambda_max · Schedule::lambda(p), lambda_max finite and ≥ 0.
 template <class Schedule>
-struct reversal_defaults : defaults {
+struct scheduled_defaults : defaults {
   using schedule_type = Schedule;  //!< λ and learning-rate schedule
   static constexpr bool draws_target_rows = true;
   //! λ(p) = lambda_max · Schedule::lambda(p).
@@ -66,6 +91,15 @@ struct reversal_defaults : defaults {
   static status check_lambda_max(const fit_args& a, const char* head) {
     return detail::check_non_negative(a.lambda_max, "lambda_max", head);
   }
+};
+
+//! What every head trained through the gradient reversal shares: a scheduled λ, and a backward
+//! that writes G_d's input gradient into δh through the reversal.
+template <class Schedule>
+struct reversal_defaults : scheduled_defaults<Schedule> {
+  static constexpr bool writes_feature_gradient = true;  //!< G_d's input gradient, through R_λ
+
+ protected:
   //! G_d gives one logit (source = 0, target = 1).
   template <class Net>
   static constexpr bool check_one_logit() {
@@ -76,13 +110,31 @@ struct reversal_defaults : defaults {
   }
 };
 
+//! The properties of head H agree with each other (a head written by deriving from another and
+//! overriding one property may not): each failed check says why in its own static_assert.
+template <class H>
+constexpr bool check_contract() {
+  constexpr bool reads_target = H::discriminator_reads != discriminator_input::none ||
+                                H::writes_feature_gradient || H::writes_logit_gradient ||
+                                H::operations != head_operation::none;
+  static_assert(!reads_target || H::draws_target_rows,
+                "dafuse: this head's loss reads the target rows, so the batch must hold them: "
+                "the head needs draws_target_rows = true");
+  static_assert(!H::writes_logit_gradient || H::classifier_reads_target,
+                "dafuse: this head writes the target rows' logit gradient, so G_y must run on "
+                "them: the head needs classifier_reads_target = true");
+  return (!reads_target || H::draws_target_rows) &&
+         (!H::writes_logit_gradient || H::classifier_reads_target);
+}
+
 }  // namespace dafuse::head
 
 namespace dafuse {
 
-//! A head policy: its tag, its schedule, what it reads and trains, its weight and its argument
-//! check. Heads with a discriminator also provide forward(exec, loss_scale) and
-//! backward(exec, weight) over the step's executor (head/dann.hpp shows the shape).
+//! A head policy: its tag, its schedule, what it reads, trains and writes, its weight and its
+//! argument check. Heads with a loss (a discriminator, or a gradient they write) also provide
+//! forward(exec, loss_scale) and backward(exec, weight) over the step's executor (head/dann.hpp
+//! shows the shape).
 template <class H>
 concept head_policy = requires(const fit_args& a, progress p) {
   typename H::head_tag;
@@ -90,10 +142,37 @@ concept head_policy = requires(const fit_args& a, progress p) {
   { H::draws_target_rows } -> std::convertible_to<bool>;
   { H::classifier_reads_target } -> std::convertible_to<bool>;
   { H::discriminator_reads } -> std::convertible_to<discriminator_input>;
+  { H::writes_feature_gradient } -> std::convertible_to<bool>;
+  { H::writes_logit_gradient } -> std::convertible_to<bool>;
+  { H::operations } -> std::convertible_to<head_operation>;
   { H::can_implement(a) } -> std::same_as<status>;
   { H::weight(a, p) } -> std::convertible_to<double>;
 }
 &&schedule_policy<typename H::schedule_type>;
+
+//! A head that weights several terms (head::combine): its backward takes one weight per term.
+template <class H>
+inline constexpr bool weights_terms = requires {
+  H::term_count;
+};
+
+//! What the step hands head H's backward at `now`: λ = H::weight(args, now), or, for a head that
+//! weights several terms, each term's weight (H::term_weights).
+template <class H>
+auto backward_weights(const fit_args& a, progress now) {
+  if constexpr (weights_terms<H>)
+    return H::term_weights(a, now);
+  else
+    return H::weight(a, now);
+}
+//! The same when the caller fixes λ (train_step::compute_gradients): each term's λ is `lambda`.
+template <class H>
+auto backward_weights(double lambda) {
+  if constexpr (weights_terms<H>)
+    return H::uniform_weights(lambda);
+  else
+    return lambda;
+}
 
 //! λ and the learning rate of one step.
 struct step_rates {

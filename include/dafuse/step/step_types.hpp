@@ -68,7 +68,7 @@ struct slot_check {
   // check says why in its own static_assert.
   static constexpr bool network_fits_head = [] {
     if constexpr (slots_valid)
-      return Head::template check_network<Net>();
+      return head::check_contract<Head>() && Head::template check_network<Net>();
     else
       return true;
   }();
@@ -119,6 +119,13 @@ struct step_types {
       Head::discriminator_reads != discriminator_input::none;
   //! G_y runs on the target rows too (their softmax conditions the head).
   static constexpr bool classifier_reads_target = Head::classifier_reads_target;
+  //! The head has a loss of its own: the step runs its forward and backward.
+  static constexpr bool head_has_loss =
+      trains_discriminator || Head::writes_feature_gradient || Head::writes_logit_gradient;
+  //! The head's backward writes δh on all rows (G_y's backward then adds to it).
+  static constexpr bool head_writes_features = Head::writes_feature_gradient;
+  //! The head's backward writes the target rows' δz: G_y's backward runs on all rows.
+  static constexpr bool head_writes_logits = Head::writes_logit_gradient;
   static constexpr index_t input_width = Net::input_width;
   //! The batch is sparse (G_f is an nn::sparse_input module): fill sparse_batch(), not input().
   static constexpr bool sparse_input = Net::sparse_input;
@@ -133,6 +140,11 @@ struct step_types {
   //! Rows G_y runs on: the B source rows, or all rows when the head reads its target outputs.
   static constexpr index_t classifier_rows_for(index_t batch) {
     return classifier_reads_target ? rows_for(batch) : batch;
+  }
+  //! Rows G_y's backward runs on: the B source rows, or all rows when the head writes the target
+  //! rows' logit gradient.
+  static constexpr index_t classifier_backward_rows_for(index_t batch) {
+    return head_writes_logits ? rows_for(batch) : batch;
   }
 
   //! λ (the head's weight) and the learning rate of step `step_index`.

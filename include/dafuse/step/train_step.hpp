@@ -259,7 +259,7 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
       return exec_.report();
     } else {
       step_report report;
-      exec_.run([&] { report = gradients_of_batch(lambda); });
+      exec_.run([&] { report = gradients_of_batch(lambda, backward_weights<head_type>(lambda)); });
       return report;
     }
   }
@@ -432,8 +432,9 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
   // added to δh's source columns, G_f's backward. `lambda` and `loss_scale` are values (a host
   // system) or handles of device values (a device system, which queues the phases once and
   // replays them).
-  template <class Exec, class Scalar>
-  static auto phases(Exec& exec, Scalar lambda, Scalar loss_scale, profiler* timing) {
+  // `lambda` is what the head's backward takes: λ, or one weight per term of a sum of heads.
+  template <class Exec, class Weight, class Scalar>
+  static auto phases(Exec& exec, Weight lambda, Scalar loss_scale, profiler* timing) {
     using S = decltype(exec.label_loss(loss_scale));
     figures<S> f;
     exec.prepare_batch();
@@ -442,7 +443,7 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
     exec.template forward<module::features>();
     exec.template forward<module::classifier>();
     f.label_loss = exec.label_loss(loss_scale);
-    if constexpr (trains_discriminator) {
+    if constexpr (types::head_has_loss) {
       const auto d = head_type::forward(exec, loss_scale);
       f.domain_loss = d.loss;
       f.domain_accuracy = d.accuracy;
@@ -450,10 +451,12 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
     // Everything from here is backward: the forward pass ends with the last loss.
     forward_timing.stop();
     profile_scope backward_timing(timing, phase::backward);
-    if constexpr (trains_discriminator) f.discriminator_sq = head_type::backward(exec, lambda);
+    // The head writes δh (G_d through the reversal, or a discrepancy's gradient) and/or the
+    // target rows' δz; it returns its trained parameters' squared gradient norm (0 without G_d).
+    if constexpr (types::head_has_loss) f.discriminator_sq = head_type::backward(exec, lambda);
     // Added to δh when the head wrote it, written fresh otherwise.
     f.classifier_sq = exec.template backward<module::classifier>(
-        Scalar(1.0), /*accumulate=*/trains_discriminator);
+        Scalar(1.0), /*accumulate=*/types::head_writes_features);
     f.features_sq = exec.template backward<module::features>(Scalar(1.0), false);
     return f;
   }
@@ -461,7 +464,8 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
   // run() with the executor's threads held (host systems).
   step_report train_once() {
     const step_rates rates = rules().rates(step_index_);
-    step_report report = gradients_of_batch(rates.lambda);
+    step_report report = gradients_of_batch(
+        rates.lambda, backward_weights<head_type>(args_, progress{step_index_, args_.steps}));
     report.lr = rates.lr;
     profile_scope timing(profiler_, phase::update);
     const update_plan plan = rules().plan(norms_, loss_scale_, rates.lr);
@@ -475,12 +479,14 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
     return report;
   }
 
-  // compute_gradients() with the executor's threads held (host systems).
-  step_report gradients_of_batch(double lambda) {
+  // compute_gradients() with the executor's threads held (host systems): `lambda` is reported,
+  // `weights` go to the head's backward (λ itself, or one weight per term of a sum of heads).
+  template <class Weights>
+  step_report gradients_of_batch(double lambda, const Weights& weights) {
     step_report report;
     report.lambda = lambda;
     report.loss_scale = loss_scale_.scale;
-    const figures<double> f = phases(exec_, lambda, loss_scale_.scale, profiler_);
+    const figures<double> f = phases(exec_, weights, loss_scale_.scale, profiler_);
     report.label_loss = f.label_loss;
     report.domain_loss = f.domain_loss;
     report.domain_accuracy = f.domain_accuracy;

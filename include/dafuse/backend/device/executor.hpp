@@ -177,6 +177,12 @@ class executor<System, Step> {
   static_assert(!Step::mixed,
                 "dafuse: bf16 and fp16 steps run on the host systems only for now; on a device "
                 "system use precision::fp32 (or fp64)");
+  static_assert(Step::head_type::operations == head_operation::none &&
+                    !Step::head_type::writes_logit_gradient &&
+                    !weights_terms<typename Step::head_type>,
+                "dafuse: head::coral, head::mmd, head::mcc and head::combine run on the host "
+                "systems only for now; train them with system::omp, or use head::dann or "
+                "head::cdan on a device");
 
  private:
   using T = value_type;
@@ -557,11 +563,11 @@ class executor<System, Step> {
     }
   }
 
-  //! δh = Σ_c g_c · δT_c on all rows, written fresh.
-  void multilinear_backward() requires reads_joint {
+  //! δh = Σ_c g_c · δT_c on all rows, written fresh (added to δh with `accumulate`).
+  void multilinear_backward(bool accumulate = false) requires reads_joint {
     for_each(rows_, device::multilinear_backward_column<T>{probabilities_, joint_gradient_,
                                                            features_.output_gradient(), class_count,
-                                                           feature_width});
+                                                           feature_width, accumulate});
   }
 
   //! Softmax cross-entropy over the B source columns, summed into device memory (the handle

@@ -156,9 +156,10 @@ template <class T>
 struct multilinear_backward_column {
   const T* g;               //!< [classes, rows]
   const T* joint_gradient;  //!< δT [classes · F, rows]
-  T* dh;                    //!< [F, rows], written fresh
+  T* dh;                    //!< [F, rows], written fresh (or added to, with `accumulate`)
   index_t classes;          //!< K
   index_t features;         //!< F
+  bool accumulate = false;  //!< add to dh (a later term of a sum of heads) rather than write it
   DAFUSE_HOST_DEVICE void operator()(index_t c) const {
     const T* gc = g + c * classes;
     const T* dt = joint_gradient + c * classes * features;
@@ -166,7 +167,7 @@ struct multilinear_backward_column {
     for (index_t j = 0; j < features; ++j) {
       T sum = T(0);
       for (index_t k = 0; k < classes; ++k) sum += gc[k] * dt[k * features + j];
-      out[j] = sum;
+      out[j] = accumulate ? out[j] + sum : sum;
     }
   }
 };

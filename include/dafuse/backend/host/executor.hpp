@@ -73,6 +73,11 @@ class executor<System, Step> {
       Step::head_type::discriminator_reads == discriminator_input::multilinear;
   // Values of one column of the multilinear map: classes · features.
   static constexpr index_t joint_width = reads_joint ? class_count * feature_width : 0;
+  // The executor operations the head calls beyond the modules' passes.
+  static constexpr head_operation head_ops = Step::head_type::operations;
+  static constexpr bool aligns_covariance = uses(head_ops, head_operation::covariance_alignment);
+  static constexpr bool measures_discrepancy = uses(head_ops, head_operation::kernel_discrepancy);
+  static constexpr bool confuses_classes = uses(head_ops, head_operation::class_confusion);
   template <class Stack>
   using stack_scratch = host::stack_scratch<Stack, value_type>;
   using products_type = host::products_for<Step::compute_format, value_type>;
@@ -85,7 +90,8 @@ class executor<System, Step> {
         memory_(args.batch),
         batch_(args.batch),
         rows_(Step::rows_for(args.batch)),
-        classifier_rows_(Step::classifier_rows_for(args.batch)) {
+        classifier_rows_(Step::classifier_rows_for(args.batch)),
+        classifier_backward_rows_(Step::classifier_backward_rows_for(args.batch)) {
     const index_t b = batch_, rows = rows_, classified = classifier_rows_;
     if constexpr (mixed)
       working_params_ = buffer<value_type, System>(Net::param_count, value_type(0));
@@ -107,11 +113,19 @@ class executor<System, Step> {
     // CDAN's map: softmax(g) [classes, rows], T and δT [classes · features, rows], row weights.
     const index_t joint_values =
         reads_joint ? class_count * rows + 2 * joint_width * rows + rows : 0;
+    // CORAL: the centred features X̃ [features, rows] and D = C_s − C_t [features, features].
+    const index_t coral_values =
+        aligns_covariance ? feature_width * rows + feature_width * feature_width : 0;
+    // MMD: one value per pair of rows (its distance, then its gradient coefficient).
+    const index_t mmd_values = measures_discrepancy ? rows * rows : 0;
+    // MCC: the target rows' softmax Ŷ [classes, B], their weights [B], and two per-class values.
+    const index_t mcc_values = confuses_classes ? class_count * b + b + 2 * class_count : 0;
     workspace_ = buffer<value_type, System>(
         stack_scratch<feature_stack>::elements(rows) +
         stack_scratch<classifier_stack>::elements(classified) +
         (trains_discriminator ? stack_scratch<discriminator_stack>::elements(rows) : 0) +
-        joint_values + (sparse_input ? 0 : input_width * chunk) +
+        joint_values + coral_values + mmd_values + mcc_values +
+        (sparse_input ? 0 : input_width * chunk) +
         stack_scratch<feature_stack>::elements(chunk, false) +
         stack_scratch<classifier_stack>::elements(chunk, false));
     value_type* cursor = workspace_.data();
@@ -130,6 +144,16 @@ class executor<System, Step> {
       joint_gradient_ = {carve(joint_width * rows), joint_width, rows};
       row_weights_ = {carve(rows), 1, rows};
     }
+    if constexpr (aligns_covariance) {
+      centered_features_ = {carve(feature_width * rows), feature_width, rows};
+      covariance_difference_ = {carve(feature_width * feature_width), feature_width, feature_width};
+    }
+    if constexpr (measures_discrepancy) pair_values_ = {carve(rows * rows), rows, rows};
+    if constexpr (confuses_classes) {
+      target_probabilities_ = {carve(class_count * b), class_count, b};
+      target_weights_ = {carve(b), 1, b};
+      class_terms_ = {carve(2 * class_count), class_count, 2};
+    }
     eval_input_ = {carve(sparse_input ? 0 : input_width * chunk), input_width, chunk};
     eval_features_ = {carve(stack_scratch<feature_stack>::elements(chunk, false)), chunk, false};
     eval_classifier_ = {carve(stack_scratch<classifier_stack>::elements(chunk, false)), chunk,
@@ -144,7 +168,7 @@ class executor<System, Step> {
     gemm_.reserve_partial_sums(widest * rows);
     std::size_t next = 0;
     add_weight_blocks<feature_stack>(Net::features_offset, rows, next);
-    add_weight_blocks<classifier_stack>(Net::classifier_offset, b, next);
+    add_weight_blocks<classifier_stack>(Net::classifier_offset, classifier_backward_rows_, next);
     add_weight_blocks<discriminator_stack>(Net::discriminator_offset, rows, next);
     holds_team_ = std::is_same_v<System, system::omp> &&
                   std::any_of(weight_blocks_.begin(), weight_blocks_.end(),
@@ -244,7 +268,8 @@ class executor<System, Step> {
   }
 
   //! Module M's backward from the gradient its output holds: writes ∂L/∂θ_M and returns its
-  //! squared norm. G_y runs it on the B source columns (the label loss's) and G_d on all rows;
+  //! squared norm. G_y runs it on the B source columns (the label loss's; all rows when the head
+  //! writes the target rows' logit gradient) and G_d on all rows;
   //! each writes (or, with `accumulate`, adds) input_scale · its input gradient into the
   //! gradient of what it read: δh's columns, or δT for a G_d that reads the multilinear map.
   template <module M>
@@ -260,7 +285,7 @@ class executor<System, Step> {
       });
       return sq;
     } else {
-      const index_t cols = M == module::classifier ? batch_ : scratch<M>().cols;
+      const index_t cols = M == module::classifier ? classifier_backward_rows_ : scratch<M>().cols;
       const matrix_view<value_type> input_gradient =
           M == module::discriminator && reads_joint
               ? joint_gradient_
@@ -297,14 +322,16 @@ class executor<System, Step> {
         row_weights_(0, c) = value_type(double(row_weights_(0, c)) * double(rows) / weight_sum);
   }
 
-  //! δh = Σ_c g_c · δT_c on all rows (g a constant, as the map's forward took it), written fresh.
-  void multilinear_backward() requires reads_joint {
+  //! δh = Σ_c g_c · δT_c on all rows (g a constant, as the map's forward took it), written fresh
+  //! (added to δh with `accumulate`: a later term of a sum of heads).
+  void multilinear_backward(bool accumulate = false) requires reads_joint {
     const matrix_view<value_type> dh = features_.output_gradient();
     for (index_t c = 0; c < rows_; ++c) {
       const value_type* g = &probabilities_(0, c);
       const value_type* dt = &joint_gradient_(0, c);
       value_type* out = &dh(0, c);
-      for (index_t j = 0; j < feature_width; ++j) out[j] = value_type(0);
+      if (!accumulate)
+        for (index_t j = 0; j < feature_width; ++j) out[j] = value_type(0);
       for (index_t k = 0; k < class_count; ++k)
         for (index_t j = 0; j < feature_width; ++j) out[j] += g[k] * dt[k * feature_width + j];
       for (index_t j = 0; j < feature_width; ++j) out[j] = products_type::round(out[j]);
@@ -351,6 +378,191 @@ class executor<System, Step> {
     }
     sum = host::binary_cross_entropy_with_logits(z, rows, batch_, scale, dz, right);
     return {sum / double(rows), double(right) / double(rows)};
+  }
+
+  //! Deep CORAL (Sun & Saenko 2016) on h: with X̃ each domain's B columns of h less their mean,
+  //! C = X̃·X̃ᵀ/(B − 1) its unbiased covariance [F, F] (F features) and D = C_s − C_t, returns
+  //! L = ‖D‖²_F / (4F²), and keeps X̃, D and the loss scale S for coral_backward.
+  domain_loss_result coral_loss(double loss_scale) requires aligns_covariance {
+    const index_t b = batch_, f = feature_width;
+    const matrix_view<value_type> h = features_.output();
+    const matrix_view<value_type> x = centered_features_;
+    for (const index_t first : {index_t(0), b})
+      for (index_t j = 0; j < f; ++j) {
+        double mean = 0;
+        for (index_t c = first; c < first + b; ++c) mean += double(h(j, c));
+        mean /= double(b);
+        for (index_t c = first; c < first + b; ++c)
+          x(j, c) = products_type::round(value_type(double(h(j, c)) - mean));
+      }
+    // D = X̃_s·X̃_sᵀ/(B − 1) − X̃_t·X̃_tᵀ/(B − 1): two products into one [F, F] buffer.
+    value_type* d = covariance_difference_.data;
+    const value_type alpha = value_type(1.0 / double(b - 1));
+    gemm_.template product<host::op::none, host::op::transpose>(f, f, b, alpha, x.data, f, x.data,
+                                                                f, value_type(0), d, f);
+    gemm_.template product<host::op::none, host::op::transpose>(
+        f, f, b, -alpha, x.data + f * b, f, x.data + f * b, f, value_type(1), d, f);
+    round_in_place(d, f * f);
+    double sum = 0;
+    for (index_t k = 0; k < f * f; ++k) sum += double(d[k]) * double(d[k]);
+    head_loss_scale_ = loss_scale;
+    return {sum / (4.0 * double(f) * double(f)), 0.0};
+  }
+  //! CORAL's gradient, λ·S·∂L/∂h, written fresh into δh: ∂L/∂C_s = D/(2F²) and, D symmetric,
+  //! ∂L/∂x̃_i = D·x̃_i/((B − 1)·F²) on a source column, its negative on a target one; the centring
+  //! adds nothing (X̃'s columns sum to 0, so Σ_i D·x̃_i = 0). Added to δh with `accumulate`. G_d
+  //! is not trained: returns 0.
+  double coral_backward(double weight, bool accumulate = false) requires aligns_covariance {
+    const index_t b = batch_, f = feature_width;
+    const value_type coefficient =
+        value_type(weight * head_loss_scale_ / (double(b - 1) * double(f) * double(f)));
+    const value_type* d = covariance_difference_.data;
+    const value_type* x = centered_features_.data;
+    value_type* dh = features_.output_gradient().data;
+    const value_type beta = accumulate ? value_type(1) : value_type(0);
+    gemm_.template product<host::op::none, host::op::none>(f, b, f, coefficient, d, f, x, f, beta,
+                                                           dh, f);
+    gemm_.template product<host::op::none, host::op::none>(f, b, f, -coefficient, d, f, x + f * b,
+                                                           f, beta, dh + f * b, f);
+    round_in_place(dh, f * rows_);
+    return 0.0;
+  }
+
+  //! Multi-kernel MMD² (DAN: Long et al. 2015) between the source and target rows of h, with
+  //! k(d) = (1/K)·Σ_u exp(−d / (2·α_u·m̄)) on d = ‖h_i − h_j‖², the K bandwidth multipliers α_u
+  //! in `multipliers` and m̄ the mean of d over the pairs the estimator reads (a constant for the
+  //! gradient). The estimator is L = Σ_pairs c_ij·k(d_ij) over pairs i < j: unbiased quadratic,
+  //! c = 2/(B(B − 1)) within a domain and −2/B² across; or, `linear`, the linear-time one over
+  //! the quad-tuples (s_2i, s_2i+1, t_2i, t_2i+1): c = 2/B for (s_2i, s_2i+1) and (t_2i, t_2i+1),
+  //! −2/B for (s_2i, t_2i+1) and (s_2i+1, t_2i). Keeps each pair's 2·c·k'(d) for mmd_backward.
+  template <std::size_t K>
+  domain_loss_result mmd_loss(double loss_scale,
+                              bool linear,
+                              const std::array<double, K>& multipliers) requires
+      measures_discrepancy {
+    const matrix_view<value_type> h = features_.output();
+    const matrix_view<value_type> pairs = pair_values_;
+    linear_mmd_ = linear;
+    double total = 0;
+    index_t count = 0;
+    for_each_mmd_pair(linear, [&](index_t i, index_t j, double) {
+      const value_type* a = &h(0, i);
+      const value_type* b = &h(0, j);
+      value_type d = 0;
+      for (index_t f = 0; f < feature_width; ++f) d += (a[f] - b[f]) * (a[f] - b[f]);
+      pairs(i, j) = d;
+      total += double(d);
+      ++count;
+    });
+    // Every row the same: every d is 0, and any bandwidth gives the same loss and gradient.
+    const double mean = total > 0 ? total / double(count) : 1.0;
+    double loss = 0;
+    for_each_mmd_pair(linear, [&](index_t i, index_t j, double c) {
+      double k = 0, slope = 0;
+      for (const double alpha : multipliers) {
+        const double width = 2.0 * alpha * mean, e = std::exp(-double(pairs(i, j)) / width);
+        k += e;
+        slope -= e / width;
+      }
+      loss += c * k / double(K);
+      pairs(i, j) = value_type(2.0 * c * slope / double(K));
+    });
+    head_loss_scale_ = loss_scale;
+    return {loss, 0.0};
+  }
+  //! MMD's gradient, λ·S·∂L/∂h, written fresh into δh (added to it with `accumulate`): each pair
+  //! adds q·(h_i − h_j) to δh_i and subtracts it from δh_j, q = λ·S·2·c·k'(d) (∂d/∂h_i =
+  //! 2(h_i − h_j)). Returns 0 (no G_d).
+  double mmd_backward(double weight, bool accumulate = false) requires measures_discrepancy {
+    const matrix_view<value_type> h = features_.output();
+    const matrix_view<value_type> dh = features_.output_gradient();
+    const matrix_view<value_type> pairs = pair_values_;
+    const double scale = weight * head_loss_scale_;
+    if (!accumulate) std::fill_n(dh.data, feature_width * rows_, value_type(0));
+    for_each_mmd_pair(linear_mmd_, [&](index_t i, index_t j, double) {
+      const value_type q = value_type(scale * double(pairs(i, j)));
+      const value_type* a = &h(0, i);
+      const value_type* b = &h(0, j);
+      value_type* da = &dh(0, i);
+      value_type* db = &dh(0, j);
+      for (index_t f = 0; f < feature_width; ++f) {
+        const value_type v = q * (a[f] - b[f]);
+        da[f] += v;
+        db[f] -= v;
+      }
+    });
+    round_in_place(dh.data, feature_width * rows_);
+    return 0.0;
+  }
+
+  //! Minimum Class Confusion (Jin et al. 2020) on the B target rows' logits z: Ŷ_i =
+  //! softmax(z_i/T); w_i = 1 + e^(−H(Ŷ_i)) normalised to Σ w = B (a constant for the gradient);
+  //! the class confusion C = Ŷᵀ·diag(w)·Ŷ [classes, classes], each column divided by its sum s_j;
+  //! L = Σ_{j≠j'} C̃_jj' / classes. Ŷ's rows sum to 1, so s_j = Σ_i w_i·Ŷ_ij, the normalised
+  //! columns sum to 1, and L = 1 − (1/classes)·Σ_j C_jj/s_j. Keeps Ŷ, w and the per-class terms.
+  domain_loss_result mcc_loss(double loss_scale, double temperature) requires confuses_classes {
+    const index_t b = batch_;
+    const matrix_view<value_type> z = classifier_.output();
+    const matrix_view<value_type> y = target_probabilities_;
+    value_type* w = target_weights_.data;
+    double weight_sum = 0;
+    for (index_t i = 0; i < b; ++i) {
+      const value_type* zi = &z(0, b + i);
+      value_type zmax = zi[0];
+      for (index_t k = 1; k < class_count; ++k) zmax = std::max(zmax, zi[k]);
+      // H = log Σ e^u − Σ Ŷ·u with u = (z − max z)/T: exact, no ε inside a log.
+      double total = 0, weighted = 0;
+      for (index_t k = 0; k < class_count; ++k) {
+        const double u = (double(zi[k]) - double(zmax)) / temperature, e = std::exp(u);
+        y(k, i) = value_type(e);
+        total += e;
+        weighted += e * u;
+      }
+      for (index_t k = 0; k < class_count; ++k) y(k, i) = value_type(double(y(k, i)) / total);
+      const double entropy = std::log(total) - weighted / total;
+      w[i] = value_type(1.0 + std::exp(-entropy));
+      weight_sum += double(w[i]);
+    }
+    for (index_t i = 0; i < b; ++i) w[i] = value_type(double(w[i]) * double(b) / weight_sum);
+    double trace = 0;
+    for (index_t k = 0; k < class_count; ++k) {
+      double s = 0, c = 0;
+      for (index_t i = 0; i < b; ++i) {
+        s += double(w[i]) * double(y(k, i));
+        c += double(w[i]) * double(y(k, i)) * double(y(k, i));
+      }
+      // A class no row gives any probability (underflow) confuses nothing: c_jj/s_j → 0.
+      const bool seen = s > 0;
+      class_terms_(k, 0) = value_type(seen ? 2.0 / s : 0.0);
+      class_terms_(k, 1) = value_type(seen ? c / (s * s) : 0.0);
+      trace += seen ? c / s : 0.0;
+    }
+    head_loss_scale_ = loss_scale;
+    temperature_ = temperature;
+    return {1.0 - trace / double(class_count), 0.0};
+  }
+  //! MCC's gradient, λ·S·∂L/∂z, written fresh into the target rows' δz: with w constant,
+  //! ∂L/∂Ŷ_ik = −(w_i/classes)·(2·Ŷ_ik/s_k − C_kk/s_k²), then through the softmax at
+  //! temperature T: δz_i = (λS/T)·Ŷ_i ⊙ (g_i − ⟨g_i, Ŷ_i⟩). Returns 0 (no G_d).
+  double mcc_backward(double weight) requires confuses_classes {
+    const index_t b = batch_;
+    const matrix_view<value_type> dz = classifier_.output_gradient();
+    const matrix_view<value_type> y = target_probabilities_;
+    const double scale = weight * head_loss_scale_ / temperature_;
+    for (index_t i = 0; i < b; ++i) {
+      const double wi = double(target_weights_.data[i]) / double(class_count);
+      value_type* di = &dz(0, b + i);
+      double mean = 0;
+      for (index_t k = 0; k < class_count; ++k) {
+        const double g =
+            -wi * (double(class_terms_(k, 0)) * double(y(k, i)) - double(class_terms_(k, 1)));
+        di[k] = value_type(g);
+        mean += g * double(y(k, i));
+      }
+      for (index_t k = 0; k < class_count; ++k)
+        di[k] = products_type::round(value_type(scale * double(y(k, i)) * (double(di[k]) - mean)));
+    }
+    return 0.0;
   }
 
   //! One pass over the parameters: each module's gradients are multiplied by its scale and
@@ -416,6 +628,27 @@ class executor<System, Step> {
       return matrix_view<const value_type>(joint_.middle_cols(0, cols));
     else
       return matrix_view<const value_type>(features_.output().middle_cols(0, cols));
+  }
+
+  // Calls f(i, j, c) for each pair of rows i < j that the MMD estimator reads, with its
+  // coefficient c (mmd_loss gives both estimators).
+  template <class F>
+  void for_each_mmd_pair(bool linear, F&& f) const {
+    const index_t b = batch_;
+    if (linear) {
+      const double c = 2.0 / double(b);
+      for (index_t i = 0; i + 1 < b; i += 2) {
+        f(i, i + 1, c);
+        f(b + i, b + i + 1, c);
+        f(i, b + i + 1, -c);
+        f(i + 1, b + i, -c);
+      }
+    } else {
+      const double same = 2.0 / (double(b) * double(b - 1)),
+                   across = -2.0 / (double(b) * double(b));
+      for (index_t j = 1; j < rows_; ++j)
+        for (index_t i = 0; i < j; ++i) f(i, j, (i < b) == (j < b) ? same : across);
+    }
   }
 
   // Calls f with the prepared batch: a dense view, a listed sparse view or a dealt one.
@@ -606,8 +839,9 @@ class executor<System, Step> {
   fit_args args_;
   host::step_memory<Step, System> memory_;  // parameters, gradients, optimizer state, batch, labels
   index_t batch_;                           // B
-  index_t rows_;             // rows per batch: B source, then B target with target rows
-  index_t classifier_rows_;  // rows G_y runs on: B, or all rows when the head reads them
+  index_t rows_;                      // rows per batch: B source, then B target with target rows
+  index_t classifier_rows_;           // rows G_y runs on: B, or all rows when the head reads them
+  index_t classifier_backward_rows_;  // rows G_y's backward runs on: B, or all rows
   // Mixed precision: the parameters rounded (only their biases are written when
   // products_read_master), else empty.
   buffer<value_type, System> working_params_;
@@ -627,6 +861,16 @@ class executor<System, Step> {
   stack_scratch<discriminator_stack> discriminator_;
   // CDAN: softmax(g) [classes, rows], T and δT [classes · features, rows], weights [1, rows].
   matrix_view<value_type> probabilities_, joint_, joint_gradient_, row_weights_;
+  // CORAL: X̃ [features, rows] and D = C_s − C_t [features, features]; the loss scale S.
+  matrix_view<value_type> centered_features_, covariance_difference_;
+  // MMD: pair (i, j), i < j, at (i, j): ‖h_i − h_j‖², then 2·c_ij·k'(‖h_i − h_j‖²).
+  matrix_view<value_type> pair_values_;
+  bool linear_mmd_ = false;  // the estimator of the last mmd_loss
+  // MCC: Ŷ = softmax(z/T) of the target rows [classes, B], their weights w [1, B], and per class
+  // (2/s_j, c_jj/s_j²) [classes, 2]; the temperature of the last mcc_loss.
+  matrix_view<value_type> target_probabilities_, target_weights_, class_terms_;
+  double temperature_ = 1;
+  double head_loss_scale_ = 1;
   matrix_view<value_type> eval_input_;
   stack_scratch<feature_stack> eval_features_;
   stack_scratch<classifier_stack> eval_classifier_;
