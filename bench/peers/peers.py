@@ -268,6 +268,12 @@ def main():
             versions[name] = f"not importable: {type(e).__name__}: {str(e).splitlines()[0]}"
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()), flush=True)
     results = []
+
+    def write_json():
+        if args.json:  # after each method, so that a run cut short keeps what it finished
+            with open(args.json, "w") as f:
+                json.dump({"versions": versions, "seeds": args.seeds, "steps": args.steps,
+                           "threads": args.threads, "results": results}, f, indent=1)
     for method in methods:
         runner = run_skada if method.startswith("skada") else run_pytorch_adapt
         accs, times, differs, error, steps_run = [], [], [], None, None
@@ -291,6 +297,7 @@ def main():
             r["std"] = statistics.stdev(accs) if len(accs) > 1 else 0.0
             r["seconds_per_run"] = statistics.mean(times)
         results.append(r)
+        write_json()
     print()
     print(f"MNIST -> USPS target accuracy, {args.seeds} seeds, {args.steps} steps, "
           f"{args.threads} threads")
@@ -301,10 +308,6 @@ def main():
         print(f"  {r['method']:<20} {r['mean']:6.2f} ± {r['std']:.2f} %   "
               f"{r['seconds_per_run']:.2f} s per run" +
               (f"   (differs: {'; '.join(r['differs'])})" if r["differs"] else ""))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"versions": versions, "seeds": args.seeds, "steps": args.steps,
-                       "threads": args.threads, "results": results}, f, indent=1)
     return 0
 
 

@@ -239,12 +239,15 @@ def environment(torch, threads, bad_env):
     # make sure the BLAS is loaded, then read what was mapped
     a = torch.randn(64, 64)
     _ = a @ a
+    # (numpy's own OpenBLAS may be mapped too: with a torch that is not built for a generic BLAS,
+    # what is mapped says nothing about torch's products)
     blas_mapped = mapped_libs(r"blas")
     alt = os.path.realpath(LIBBLAS_ALTERNATIVE) if os.path.exists(LIBBLAS_ALTERNATIVE) else None
     import ctypes.util
     # A torch built against a generic BLAS (Debian's) calls libblas.so.3; PyPI's links MKL in.
     generic = not m or m.group(1) == "generic"
-    ob = openblas_info(blas_mapped + ([alt] if alt and generic else []))
+    ob = (openblas_info(blas_mapped + ([alt] if alt else [])) if generic else
+          {"openblas": False, "library": None, "note": "torch's BLAS_INFO is not generic"})
     mkl = [ln.strip().lstrip("- ") for ln in cfg.splitlines() if "Math Kernel Library" in ln]
     env = {
         "torch_version": torch.__version__,
@@ -277,8 +280,8 @@ def environment(torch, threads, bad_env):
         "torch_compile_available": hasattr(torch, "compile"),
     }
     # flat aliases (bench/compare.py reads these names)
-    env["blas_library"] = (ob.get("library") or (blas_mapped[0] if blas_mapped else None) or
-                           (("MKL, linked into torch: " + mkl[0]) if mkl else alt))
+    env["blas_library"] = (("MKL, linked into torch: " + mkl[0]) if mkl and not generic else
+                           ob.get("library") or (blas_mapped[0] if blas_mapped else alt))
     env["openblas_corename"] = ob.get("corename")
     env["threads"] = torch.get_num_threads()
     try:
@@ -561,11 +564,14 @@ def step_tensor_memory(torch, step, k, live_tensors):
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step(k)
-    events = [e for e in prof.events() if e.name == "[memory]"]
+    # Each operator's own (self) allocations less frees, and "[memory]" events for those made
+    # outside any operator, in the order they started: the running sum at operator granularity
+    # (a temporary allocated and freed inside one operator does not show).
+    events = [e for e in prof.events() if e.self_cpu_memory_usage]
     events.sort(key=lambda e: e.time_range.start)
     running = peak = 0
     for e in events:
-        running += e.cpu_memory_usage
+        running += e.self_cpu_memory_usage
         peak = max(peak, running)
     return start + peak, start, len(events)
 
