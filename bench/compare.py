@@ -25,8 +25,12 @@ PAIRS = [
     ("clip", "fused fp32 + clip", "+ clip_grad_norm_ vs fused fp32 + clip"),
     ("bf16", "fused bf16 + clip", "bf16 autocast + clip vs fused bf16 + clip"),
     ("torchscript", "fused fp32", "TorchScript fp32 vs fused fp32"),
+    ("compile", "fused fp32", "torch.compile fp32 vs fused fp32"),
+    ("compile-max", "fused fp32", "compile max-autotune fp32 vs fused fp32"),
+    ("compile-bf16", "fused bf16 + clip", "compile + bf16 autocast + clip vs fused bf16 + clip"),
+    ("recipe", "fused bf16 + clip", "seed's recipe (+ workers) vs fused bf16 + clip"),
 ]
-CONFIGS = ["moons", "digits-mlp", "office-head", "amazon"]
+CONFIGS = ["moons", "digits-mlp", "office-head", "amazon", "demo"]
 
 
 def load(path):
@@ -226,15 +230,24 @@ def pytorch_ratios(ours, torch):
     ratios = []
     for config in CONFIGS:
         for torch_exec, our_exec, label in PAIRS:
-            t = [median_ms(r) for r in rounds_of(torch, config, torch_exec)]
-            o = [median_ms(r) for r in rounds_of(ours, config, our_exec)]
+            t_rounds = rounds_of(torch, config, torch_exec)
+            o_rounds = rounds_of(ours, config, our_exec)
+            t = [median_ms(r) for r in t_rounds]
+            o = [median_ms(r) for r in o_rounds]
             if not any(t) and not any(o):
                 continue
             per_round = [ratio(a, b) for a, b in zip(t, o)]
+            # memory: dafuse's step buffers over the tensors PyTorch's step holds at its peak
+            t_mem = next((r["step_memory_bytes"] for r in t_rounds
+                          if r and r.get("step_memory_bytes")), None)
+            o_mem = next((r["memory_bytes"] for r in o_rounds if r and r.get("memory_bytes")),
+                         None)
             ratios.append({"config": config, "pytorch_execution": torch_exec,
                            "dafuse_execution": our_exec, "label": label,
                            "pytorch_median_ms": median(t), "dafuse_median_ms": median(o),
                            "speedup": median(per_round),
+                           "pytorch_step_memory_bytes": t_mem, "dafuse_memory_bytes": o_mem,
+                           "memory_ratio": ratio(o_mem, t_mem),
                            "round_pytorch_median_ms": t, "round_dafuse_median_ms": o,
                            "round_speedup": per_round})
     return ratios
@@ -248,12 +261,64 @@ def print_pytorch(torch, ratios):
           f'core {env.get("openblas_corename", "?")}, threads {env.get("threads", "?")}, '
           f'2048^3 GEMM {", ".join(fmt(run.get("gemm_2048_gflops"), ".1f") for run in torch)} '
           f'GFLOP/s')
-    print(f'{"config":<12} {"comparison":<46} {"PyTorch ms":>11} {"dafuse ms":>10} '
-          f'{"speed-up":>9}  rounds')
+    # mem: dafuse's step buffers over the bytes of the tensors PyTorch's step holds at its peak.
+    print(f'{"config":<12} {"comparison":<52} {"PyTorch ms":>11} {"dafuse ms":>10} '
+          f'{"speed-up":>9} {"mem":>6}  rounds')
     for r in ratios:
-        print(f'{r["config"]:<12} {r["label"]:<46} {fmt(r["pytorch_median_ms"], ">11.4f")} '
-              f'{fmt(r["dafuse_median_ms"], ">10.4f")} {fmt(r["speedup"], ">8.1f")}x  '
-              f'{spread(r["round_speedup"])}')
+        print(f'{r["config"]:<12} {r["label"]:<52} {fmt(r["pytorch_median_ms"], ">11.4f")} '
+              f'{fmt(r["dafuse_median_ms"], ">10.4f")} {fmt(r["speedup"], ">8.1f")}x '
+              f'{fmt(r["memory_ratio"], ">5.2f")}x  {spread(r["round_speedup"])}')
+
+
+def torch_over_eager(torch):
+    """The seed's table for PyTorch: each execution's speed-up over PyTorch eager (the median of
+    the rounds' own ratios) and its step memory over eager's, with what torch.compile reported:
+    compile seconds in each round, graph breaks and recompiles (the most any round saw)."""
+    rows = []
+    for config in CONFIGS:
+        eager = rounds_of(torch, config, "eager")
+        eager_memory = next((e["step_memory_bytes"] for e in eager
+                             if e and e.get("step_memory_bytes")), None)
+        for execution in executions(torch, config):
+            rounds = rounds_of(torch, config, execution)
+            per_round = [ratio(median_ms(e), median_ms(r)) for e, r in zip(eager, rounds)]
+            memory = next((r["step_memory_bytes"] for r in rounds
+                           if r and r.get("step_memory_bytes")), None)
+
+            def most(key):
+                values = [r[key] for r in rounds if r and r.get(key) is not None]
+                return max(values) if values else None
+            rows.append({"config": config, "execution": execution,
+                         "median_ms": median([median_ms(r) for r in rounds]),
+                         "round_speedup_over_eager": per_round,
+                         "speedup_over_eager": median(per_round),
+                         "step_memory_bytes": memory,
+                         "memory_over_eager": ratio(memory, eager_memory),
+                         "round_compile_seconds": [r.get("compile_seconds") if r else None
+                                                   for r in rounds],
+                         "graph_breaks": most("graph_breaks"),
+                         "recompiles": most("recompiles"),
+                         "note": next((r["note"] for r in rounds
+                                       if r and str(r.get("note", "")).startswith("n/a")), None)})
+    return rows
+
+
+def print_torch_over_eager(rows):
+    print("\n== PyTorch: each execution over its own eager one (the seed's table) ==")
+    print(f'{"config":<12} {"execution":<13} {"median ms":>10} {"x eager":>8} {"mem/eager":>10} '
+          f'{"step KiB":>9} {"compile s (rounds)":>20} {"breaks":>7} {"recompiles":>10}')
+    for r in rows:
+        if r["median_ms"] is None:
+            print(f'{r["config"]:<12} {r["execution"]:<13} {r["note"] or "n/a"}'[:150])
+            continue
+        compile_s = ", ".join(fmt(v, ".1f") for v in r["round_compile_seconds"]
+                              if v is not None)
+        memory = r["step_memory_bytes"]
+        print(f'{r["config"]:<12} {r["execution"]:<13} {fmt(r["median_ms"], ">10.4f")} '
+              f'{fmt(r["speedup_over_eager"], ">7.2f")}x {fmt(r["memory_over_eager"], ">9.2f")}x '
+              f'{fmt(memory / 1024 if memory else None, ">9.1f")} {compile_s:>20} '
+              f'{"" if r["graph_breaks"] is None else r["graph_breaks"]:>7} '
+              f'{"" if r["recompiles"] is None else r["recompiles"]:>10}')
 
 
 def main(argv):
@@ -277,10 +342,12 @@ def main(argv):
     ours, torch, skipped = classify(paths)
     rows = merge_ours(ours)
     print_ours(ours, rows)
-    ratios = []
+    ratios, torch_rows = [], []
     if torch:
         ratios = pytorch_ratios(ours, torch)
         print_pytorch(torch, ratios)
+        torch_rows = torch_over_eager(torch)
+        print_torch_over_eager(torch_rows)
     elif skipped:
         print(f"\n(PyTorch part skipped: {skipped})")
     else:
@@ -288,10 +355,12 @@ def main(argv):
     if out_json:
         with open(out_json, "w") as f:
             json.dump({"dafuse": {"merged": rows, "runs": ours},
-                       "pytorch": {"runs": torch} if torch else {"skipped": skipped},
+                       "pytorch": {"runs": torch, "over_eager": torch_rows} if torch
+                       else {"skipped": skipped},
                        "ratios": ratios}, f, indent=1)
     if out_svg and ratios:
-        svg_bars([r for r in ratios if r["pytorch_execution"] in ("eager", "bf16")], out_svg)
+        svg_bars([r for r in ratios if r["pytorch_execution"] in ("eager", "compile", "bf16")],
+                 out_svg)
     return 0
 
 

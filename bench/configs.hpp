@@ -4,6 +4,8 @@
 //   digits-mlp   G_f 784 → 256 → 256 ReLU, G_y 256 → 10, G_d 256 → 256 → 1, B = 64
 //   office-head  G_f 2048 → 256 ReLU, G_y 256 → 31, G_d 256 → 1024 → 1024 → 1, B = 32
 //   amazon       G_f sparse 5000 → 100 ReLU, G_y 100 → 2, G_d 100 → 1, B = 64
+//   demo         G_f 256 → 256 → 128 ReLU, G_y 128 → 10, G_d 128 → 128 → 1 (ReLU), B = 64
+//                (scripts/demo's MNIST → USPS network, on random rows here)
 #pragma once
 #include <dafuse/dafuse.hpp>
 
@@ -36,6 +38,13 @@ struct office_head {
                                df::nn::linear<256, 31>,
                                df::nn::mlp<256, 1024, 1024, 1, df::nn::relu>>;
   static constexpr df::index_t batch = 32;
+};
+struct demo {
+  static constexpr const char* name = "demo";
+  using net = df::nn::dann_net<df::nn::mlp<256, 256, 128, df::nn::relu>,
+                               df::nn::linear<128, 10>,
+                               df::nn::mlp<128, 128, 1, df::nn::relu>>;
+  static constexpr df::index_t batch = 64;
 };
 struct amazon {
   static constexpr const char* name = "amazon";

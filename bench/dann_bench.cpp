@@ -1,8 +1,8 @@
-// The benchmark suite's C++ side: four DANN configurations (batch = B source + B target rows),
+// The benchmark suite's C++ side: five DANN configurations (batch = B source + B target rows),
 // each timed in several executions of the same maths, side by side in one process:
 //
-// moons, digits-mlp, office-head and amazon (bench/configs.hpp; amazon on the real Amazon reviews,
-// dvd → books, or synthetic rows of the same density without them).
+// moons, digits-mlp, office-head, amazon and demo (bench/configs.hpp; amazon on the real Amazon
+// reviews, dvd → books, or synthetic rows of the same density without them).
 //
 // Executions: the eager step (eager_step: one primitive per operation, every intermediate
 // materialised), the fused step (train_step) in fp32, bf16 and fp16 with and without global-norm
@@ -302,7 +302,7 @@ std::string json_number(double v) {
 
 int main(int argc, char** argv) {
   long steps = 0;
-  std::string configs = "moons,digits-mlp,office-head,amazon", json;
+  std::string configs = "moons,digits-mlp,office-head,amazon,demo", json;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string option = argv[i];
     if (option == "--steps")
@@ -342,6 +342,7 @@ int main(int argc, char** argv) {
   if (wanted("digits-mlp")) dense_config<digits_mlp>(results, steps, threads);
   if (wanted("office-head")) dense_config<office_head>(results, steps, threads);
   if (wanted("amazon")) amazon_config(results, steps);
+  if (wanted("demo")) dense_config<demo>(results, steps, threads);
 
   // "% ceil": of the ceiling measured first; "% near": of the one measured next to the
   // configuration (dense ones only).

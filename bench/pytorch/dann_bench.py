@@ -32,6 +32,7 @@ preparation (random dense tensors, sparse batches built from the CSR files) is n
 import argparse
 import gc
 import json
+import math
 import os
 import platform
 import re
@@ -41,8 +42,13 @@ import subprocess
 import sys
 import time
 
-CONFIG_NAMES = ["moons", "digits-mlp", "office-head", "amazon"]
-EXEC_NAMES = ["eager", "clip", "bf16", "torchscript"]
+CONFIG_NAMES = ["moons", "digits-mlp", "office-head", "amazon", "demo"]
+EXEC_NAMES = ["eager", "clip", "bf16", "torchscript", "compile", "compile-max", "compile-bf16",
+              "recipe"]
+# torch.compile's modes per execution (None: the default mode).
+COMPILE_MODES = {"compile": None, "compile-max": "max-autotune-no-cudagraphs",
+                 "compile-bf16": None, "recipe": None}
+RECIPE_WORKERS = 2  # DataLoader workers of the seed's full recipe
 BAD_ENV = ["OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"]
 LIBBLAS_ALTERNATIVE = "/usr/lib/x86_64-linux-gnu/libblas.so.3"
 LR = 0.01
@@ -64,6 +70,9 @@ DENSE_CONFIGS = {
     "office-head": dict(B=32, gf=[(2048, 256, "relu")], gy=(256, 31),
                         gd=[(256, 1024, "relu"), (1024, 1024, "relu"), (1024, 1, None)],
                         input="rand"),
+    # scripts/demo's MNIST -> USPS network (tools/reference_mnist_usps.py), on random rows here
+    "demo": dict(B=64, gf=[(256, 256, "relu"), (256, 128, "relu")], gy=(128, 10),
+                 gd=[(128, 128, "relu"), (128, 1, None)], input="rand"),
 }
 AMAZON = dict(B=64, n_features=5000, hidden=100, classes=2, source="dvd", target="books")
 
@@ -230,10 +239,16 @@ def environment(torch, threads, bad_env):
     # make sure the BLAS is loaded, then read what was mapped
     a = torch.randn(64, 64)
     _ = a @ a
+    # (numpy's own OpenBLAS may be mapped too: with a torch that is not built for a generic BLAS,
+    # what is mapped says nothing about torch's products)
     blas_mapped = mapped_libs(r"blas")
     alt = os.path.realpath(LIBBLAS_ALTERNATIVE) if os.path.exists(LIBBLAS_ALTERNATIVE) else None
     import ctypes.util
-    ob = openblas_info(blas_mapped + ([alt] if alt else []))
+    # A torch built against a generic BLAS (Debian's) calls libblas.so.3; PyPI's links MKL in.
+    generic = not m or m.group(1) == "generic"
+    ob = (openblas_info(blas_mapped + ([alt] if alt else [])) if generic else
+          {"openblas": False, "library": None, "note": "torch's BLAS_INFO is not generic"})
+    mkl = [ln.strip().lstrip("- ") for ln in cfg.splitlines() if "Math Kernel Library" in ln]
     env = {
         "torch_version": torch.__version__,
         "torch_blas_info": m.group(1) if m else None,
@@ -261,9 +276,12 @@ def environment(torch, threads, bad_env):
         "transparent_hugepage": read_first("/sys/kernel/mm/transparent_hugepage/enabled"),
         "loadavg_start": read_first("/proc/loadavg"),
         "packages": dpkg_versions(),
+        "mkl": mkl[0] if mkl else None,
+        "torch_compile_available": hasattr(torch, "compile"),
     }
     # flat aliases (bench/compare.py reads these names)
-    env["blas_library"] = ob.get("library") or (blas_mapped[0] if blas_mapped else alt)
+    env["blas_library"] = (("MKL, linked into torch: " + mkl[0]) if mkl and not generic else
+                           ob.get("library") or (blas_mapped[0] if blas_mapped else alt))
     env["openblas_corename"] = ob.get("corename")
     env["threads"] = torch.get_num_threads()
     try:
@@ -287,12 +305,14 @@ def build_torch_parts(torch):
 
         @staticmethod
         def forward(ctx, x, lam):
-            ctx.lam = lam
+            # lam is a 0-dim tensor: its value changes every step without a recompile.
+            ctx.save_for_backward(lam)
             return x.view_as(x)
 
         @staticmethod
         def backward(ctx, grad_out):
-            return -ctx.lam * grad_out, None
+            (lam,) = ctx.saved_tensors
+            return -lam * grad_out, None
 
     class DANNLoss(nn.Module):
         """forward(x, y_s, domain, lam) -> loss_y + loss_d. This base class is the TorchScript
@@ -503,25 +523,108 @@ def percentile(sorted_v, q):
     return sorted_v[lo] + (sorted_v[hi] - sorted_v[lo]) * (pos - lo)
 
 
+def ganin_lambda(p):
+    """Ganin's schedule, 2 / (1 + exp(-10 p)) - 1: the value the lambda tensor takes."""
+    return 2.0 / (1.0 + math.exp(-10.0 * p)) - 1.0
+
+
+class CycleBatches:
+    """The recipe's data: an endless stream of the prepared batches, through DataLoader workers
+    (batch_size=None: each item is a whole batch). Made a torch IterableDataset in make()."""
+
+    @staticmethod
+    def make(torch, batches):
+        class Stream(torch.utils.data.IterableDataset):
+            def __iter__(self):
+                info = torch.utils.data.get_worker_info()
+                k = info.id if info else 0
+                while True:
+                    yield batches[k % len(batches)]
+                    k += 1
+        return Stream()
+
+
+def compile_counters(torch):
+    """(graphs compiled so far, graph breaks, their reasons) from torch._dynamo's counters."""
+    from torch._dynamo.utils import counters
+    breaks = counters["graph_break"]
+    reasons = sorted({str(k).strip().splitlines()[0][:160] for k in breaks})
+    return counters["stats"]["unique_graphs"], sum(breaks.values()), reasons
+
+
+def step_tensor_memory(torch, step, k, live_tensors):
+    """Peak bytes of tensors alive during one step: those alive when it starts and kept through
+    it (parameters, optimizer state, batch, and gradients unless zero_grad frees them first;
+    `live_tensors()`) plus the highest point of the running sum of the allocations and frees the
+    profiler records during it (torch.profiler, profile_memory; it sees no free of a block
+    allocated before it started, hence gradients freed by zero_grad, the step's first operation,
+    are left out of the first term). Allocator-independent, like dafuse's count of its step's
+    buffers."""
+    start = sum(t.numel() * t.element_size() for t in live_tensors())
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step(k)
+    # Each operator's own (self) allocations less frees, and "[memory]" events for those made
+    # outside any operator, in the order they started: the running sum at operator granularity
+    # (a temporary allocated and freed inside one operator does not show).
+    events = [e for e in prof.events() if e.self_cpu_memory_usage]
+    events.sort(key=lambda e: e.time_range.start)
+    running = peak = 0
+    for e in events:
+        running += e.self_cpu_memory_usage
+        peak = max(peak, running)
+    return start + peak, start, len(events)
+
+
 def run_execution(torch, model, batches, execution, args):
     """Time `execution` of one step on `model`. Returns the timing dict."""
     params = [p for p in model.parameters()]
     opt = torch.optim.SGD(params, lr=LR, momentum=MOMENTUM)
-    clip = execution in ("clip", "bf16")
-    use_bf16 = execution == "bf16"
+    clip = execution in ("clip", "bf16", "compile-bf16", "recipe")
+    use_bf16 = execution in ("bf16", "compile-bf16", "recipe")
+    compiled = execution in COMPILE_MODES
     set_to_none = args.zero_grad == "none"
     clip_ = torch.nn.utils.clip_grad_norm_
     n = len(batches)
     perf = time.perf_counter
+    extra = {}
+    # lambda: a Python float for TorchScript (its scripted signature), else a 0-dim tensor set
+    # from Ganin's schedule at every step (as training would; a compiled step must not recompile).
+    lam = torch.tensor(LAMBDA) if execution != "torchscript" else None
+    period = 1000
+    forward = model
+    if compiled:
+        torch._dynamo.reset()
+        from torch._dynamo.utils import counters
+        counters.clear()
+        mode = COMPILE_MODES[execution]
+        forward = torch.compile(model, mode=mode) if mode else torch.compile(model)
+    feed = None
+    if execution == "recipe":
+        loader = torch.utils.data.DataLoader(CycleBatches.make(torch, batches), batch_size=None,
+                                             num_workers=RECIPE_WORKERS, prefetch_factor=2,
+                                             persistent_workers=True)
+        feed = iter(loader)
 
-    def step(k):
-        x, y, d = batches[k % n]
+    current = []  # the batch of the last step (its bytes count in the step's memory)
+
+    def step(k, batch=None):
+        if batch is not None:
+            x, y, d = batch
+        elif feed is not None:
+            x, y, d = next(feed)
+        else:
+            x, y, d = batches[k % n]
+        current[:] = [x, y, d]
+        if lam is not None:
+            lam.fill_(ganin_lambda((k % period) / period))
         opt.zero_grad(set_to_none=set_to_none)
+        a = lam if lam is not None else LAMBDA
         if use_bf16:
             with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = model(x, y, d, LAMBDA)
+                loss = forward(x, y, d, a)
         else:
-            loss = model(x, y, d, LAMBDA)
+            loss = forward(x, y, d, a)
         loss.backward()
         if clip:
             clip_(params, CLIP_NORM)
@@ -530,6 +633,25 @@ def run_execution(torch, model, batches, execution, args):
 
     gc.collect()
     rss0 = maxrss_bytes()
+    if compiled:
+        # The first step compiles (forward and backward graphs); what it cost, and what dynamo
+        # saw, are recorded. Later compiles are recompiles. Its loss (taken before the update)
+        # is checked against the eager module's on the same batch and lambda.
+        lam.fill_(ganin_lambda(0.0))
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_bf16):
+            x0, y0, d0 = batches[0]
+            reference = float(model(x0, y0, d0, lam).float())
+        t0 = perf()
+        first = step(0, batches[0])  # the recipe too: its later batches come from the workers
+        extra["compile_seconds"] = perf() - t0
+        extra["first_loss_minus_eager"] = abs(float(first.detach().float()) - reference)
+        graphs_first, breaks_first, _ = compile_counters(torch)
+        extra["graphs_first_step"] = graphs_first
+        try:
+            from torch._dynamo.utils import counters
+            extra["fxgraph_cache_hits"] = counters["inductor"]["fxgraph_cache_hit"]
+        except Exception:  # noqa: BLE001 - only a detail
+            pass
     warm_start = perf()
     warm_done = 0
     for k in range(args.warmup):
@@ -553,9 +675,33 @@ def run_execution(torch, model, batches, execution, args):
     cpu1 = time.process_time()
     u1 = usage()
     rss1 = maxrss_bytes()
+    if compiled:
+        graphs, breaks, reasons = compile_counters(torch)
+        extra["graph_breaks"] = breaks
+        extra["graph_break_reasons"] = reasons
+        extra["graphs"] = graphs
+        extra["recompiles"] = graphs - extra["graphs_first_step"]
+    k_mem = args.warmup + len(times)
+
+    def live():
+        out = list(params)
+        if not set_to_none:
+            out += [p.grad for p in params if p.grad is not None]
+        out += [v for st in opt.state.values() for v in st.values() if torch.is_tensor(v)]
+        x, y, d = batches[k_mem % n] if feed is None else current
+        out += [x if not x.is_sparse else x.values(), y, d]
+        return out
+    try:
+        mem, mem_start, mem_events = step_tensor_memory(torch, step, k_mem, live)
+        extra.update(step_memory_bytes=mem, step_memory_live_at_start_bytes=mem_start,
+                     step_memory_events=mem_events)
+    except Exception as e:  # noqa: BLE001 - the timing stands without it
+        extra["step_memory_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    if feed is not None:
+        feed._shutdown_workers()
     s = sorted(times)
     final_loss = float(loss.detach().float()) if loss is not None else None
-    return {
+    return dict(extra, **{
         "median_ms": statistics.median(s) * 1e3,
         "p25_ms": percentile(s, 0.25) * 1e3,
         "p75_ms": percentile(s, 0.75) * 1e3,
@@ -573,7 +719,7 @@ def run_execution(torch, model, batches, execution, args):
         "cpu_per_wall": (cpu1 - cpu0) / total if total > 0 else None,
         "final_loss": final_loss,
         "truncated_by_max_seconds": len(s) < args.steps,
-    }
+    })
 
 
 def grads_of(model):
@@ -588,7 +734,7 @@ def compare_with_eager(torch, scripted, eager_model, batch):
             p.grad = None
     l1 = scripted(x, y, d, LAMBDA)
     l1.backward()
-    l2 = eager_model(x, y, d, LAMBDA)
+    l2 = eager_model(x, y, d, torch.tensor(LAMBDA))
     l2.backward()
     g1, g2 = grads_of(scripted), grads_of(eager_model)
     worst = 0.0
@@ -622,7 +768,7 @@ def fmt_mib(b):
 
 def print_table(results):
     hdr = ("configuration", "execution", "median ms", "IQR ms", "steps/s", "GFLOP/s",
-           "peak RSS MiB", "+RSS MiB", "faults/step", "CPU/wall", "steps")
+           "step KiB", "peak RSS MiB", "+RSS MiB", "faults/step", "CPU/wall", "steps")
     rows = []
     for r in results:
         if r.get("median_ms") is None:
@@ -631,6 +777,8 @@ def print_table(results):
         rows.append((r["config"], r["execution"], "%.3f" % r["median_ms"],
                      "%.3f-%.3f" % (r["p25_ms"], r["p75_ms"]), "%.0f" % r["steps_per_second"],
                      "%.1f" % r["gflops"] if r.get("gflops") is not None else "-",
+                     "%.1f" % (r["step_memory_bytes"] / 2 ** 10)
+                     if r.get("step_memory_bytes") is not None else "-",
                      fmt_mib(r["peak_rss_bytes"]), "%.1f" % (r["rss_increase_bytes"] / 2 ** 20),
                      "%.0f" % r["minor_faults_per_step"], "%.2f" % r["cpu_per_wall"],
                      str(r["steps"])))
@@ -691,6 +839,7 @@ def main():
         raise SystemExit("--steps >= 1, --warmup >= 0, --threads >= 1")
 
     bad_env = bad_env_banner()
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # the profiler's start/stop lines
 
     try:
         import torch
@@ -836,6 +985,18 @@ def main():
                                         "heads bf16")
                     elif ex == "clip":
                         note.append("fp32 + clip_grad_norm_(1.0)")
+                    elif ex in COMPILE_MODES:
+                        if not hasattr(torch, "compile"):
+                            raise RuntimeError(f"torch.compile needs PyTorch 2 (this is "
+                                               f"{torch.__version__})")
+                        mode = COMPILE_MODES[ex]
+                        note.append(f"torch.compile(model{', mode=' + repr(mode) if mode else ''})"
+                                    f" of the forward+loss module, lambda a tensor")
+                        note.append("bf16 autocast + clip" if ex != "compile" and
+                                    ex != "compile-max" else "fp32, no clip")
+                        if ex == "recipe":
+                            note.append(f"batches from a DataLoader with {RECIPE_WORKERS} "
+                                        f"workers (next() timed with the step)")
                     else:
                         note.append("fp32")
                 res = run_execution(torch, model, batches, ex, args)
@@ -860,6 +1021,18 @@ def main():
                 note.append(f"warm-up cut to {res['warmup']} steps (--max-seconds)")
             if res["final_loss"] is not None and res["final_loss"] != res["final_loss"]:
                 note.append("final loss is NaN")
+            if "compile_seconds" in res:
+                note.append("compile %.1f s (first step)%s, %d graph(s), %d graph break(s)%s, "
+                            "%d recompile(s); first loss - eager's %.1e"
+                            % (res["compile_seconds"],
+                               ", %d FX-graph cache hit(s)" % res["fxgraph_cache_hits"]
+                               if res.get("fxgraph_cache_hits") else "",
+                               res["graphs"], res["graph_breaks"],
+                               (": " + " | ".join(res["graph_break_reasons"]))
+                               if res["graph_breaks"] else "", res["recompiles"],
+                               res["first_loss_minus_eager"]))
+            if res.get("step_memory_error"):
+                note.append("step memory not measured: " + res["step_memory_error"])
             r = {"config": cfg, "execution": ex}
             r.update(res)
             r["flops_per_step"] = flops
@@ -877,7 +1050,9 @@ def main():
     print()
     print(f"PyTorch DANN step, {args.threads} threads (warm-up {args.warmup}, up to {args.steps} "
           f"steps, median and IQR of per-step wall time; steps/s = steps / total timed time; "
-          f"GFLOP/s from the median; RSS is process-wide ru_maxrss, monotone: +RSS is its growth "
+          f"GFLOP/s from the median; step KiB = peak bytes of the tensors alive during one "
+          f"step (parameters, gradients, optimizer state, batch, and the profiler's count of "
+          f"what the step allocates); RSS is process-wide ru_maxrss, monotone: +RSS is its growth "
           f"during that execution; faults/step = minor page faults per timed step; CPU/wall = "
           f"process CPU time / wall time over the timed steps)")
     print()

@@ -27,9 +27,23 @@ def ours(config, fused_us, eager_us, ceiling=400.0, nearby=None):
                                                     row("fused fp32", fused_us)]}
 
 
-def torch(config, eager_ms):
-    return {"environment": {"threads": 2}, "gemm_2048_gflops": 330.0,
-            "results": [{"config": config, "execution": "eager", "median_ms": eager_ms}]}
+def torch(config, eager_ms, eager_memory=None, **others):
+    """A bench/pytorch/dann_bench.py --json run: eager, and other executions given as
+    name=dict of their fields (underscores in the name stand for dashes)."""
+    results = [{"config": config, "execution": "eager", "median_ms": eager_ms}]
+    if eager_memory is not None:
+        results[0]["step_memory_bytes"] = eager_memory
+    for name, fields in others.items():
+        results.append(dict({"config": config, "execution": name.replace("_", "-")}, **fields))
+    return {"environment": {"threads": 2}, "gemm_2048_gflops": 330.0, "results": results}
+
+
+def with_bf16(run, us, memory):
+    """A dann_bench run with a 'fused bf16 + clip' row added to its configuration."""
+    config = run["results"][0]["config"]
+    run["results"].append({"config": config, "execution": "fused bf16 + clip", "median_us": us,
+                           "gflops": 1.0, "ceiling_fraction": 0.5, "memory_bytes": memory})
+    return run
 
 
 class CompareTest(unittest.TestCase):
@@ -101,6 +115,69 @@ class CompareTest(unittest.TestCase):
         eager = [r for r in result["ratios"] if r["pytorch_execution"] == "eager"][0]
         self.assertEqual(eager["round_speedup"], [2.0])
         self.assertEqual(eager["round_dafuse_median_ms"], [2.0, 2.5])
+
+    def test_compiled_executions_pair_with_the_fused_step_and_its_memory(self):
+        # torch.compile fp32 against fused fp32; compile + bf16 and the recipe against fused
+        # bf16 + clip; memory: dafuse's step buffers over PyTorch's step tensors.
+        runs = [with_bf16(ours("digits-mlp", 500, 1000), 250, 1800),
+                torch("digits-mlp", 2.0, eager_memory=4000,
+                      compile={"median_ms": 1.5, "step_memory_bytes": 3000},
+                      compile_bf16={"median_ms": 1.0, "step_memory_bytes": 3600},
+                      recipe={"median_ms": 1.25, "step_memory_bytes": 3600}),
+                with_bf16(ours("digits-mlp", 600, 1000), 250, 1800),
+                torch("digits-mlp", 2.4, eager_memory=4000,
+                      compile={"median_ms": 2.4, "step_memory_bytes": 3000},
+                      compile_bf16={"median_ms": 1.5, "step_memory_bytes": 3600},
+                      recipe={"median_ms": 1.25, "step_memory_bytes": 3600})]
+        p, result = self.run_compare(runs)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        by_exec = {r["pytorch_execution"]: r for r in result["ratios"]}
+        self.assertEqual(by_exec["compile"]["dafuse_execution"], "fused fp32")
+        self.assertEqual(by_exec["compile"]["round_speedup"], [3.0, 4.0])
+        self.assertEqual(by_exec["compile"]["speedup"], 3.5)
+        self.assertAlmostEqual(by_exec["compile"]["memory_ratio"], 900 / 3000)
+        self.assertEqual(by_exec["compile-bf16"]["dafuse_execution"], "fused bf16 + clip")
+        self.assertEqual(by_exec["compile-bf16"]["round_speedup"], [4.0, 6.0])
+        self.assertAlmostEqual(by_exec["compile-bf16"]["memory_ratio"], 0.5)
+        self.assertEqual(by_exec["recipe"]["round_speedup"], [5.0, 5.0])
+        self.assertAlmostEqual(by_exec["eager"]["memory_ratio"], 900 / 4000)  # fused fp32
+        # an execution PyTorch did not run has no ratio
+        self.assertIsNone(by_exec["compile-max"]["speedup"])
+        self.assertIsNone(by_exec["compile-max"]["memory_ratio"])
+        self.assertIn("torch.compile fp32 vs fused fp32", p.stdout)
+
+    def test_pytorch_table_over_its_own_eager(self):
+        # The seed's table: speed-up over eager is the median of the rounds' own ratios; memory
+        # over eager's; compile seconds of every round; the most graph breaks and recompiles.
+        runs = [ours("office-head", 2000, 4000),
+                torch("office-head", 5.0, eager_memory=8000,
+                      compile={"median_ms": 4.0, "step_memory_bytes": 6000,
+                               "compile_seconds": 30.0, "graph_breaks": 0, "recompiles": 0},
+                      compile_max={"median_ms": None, "note": "n/a: RuntimeError: boom"}),
+                ours("office-head", 2000, 4000),
+                torch("office-head", 6.0, eager_memory=8000,
+                      compile={"median_ms": 4.0, "step_memory_bytes": 6000,
+                               "compile_seconds": 2.5, "graph_breaks": 2, "recompiles": 1}),
+                ours("office-head", 2000, 4000),
+                torch("office-head", 4.0, eager_memory=8000,
+                      compile={"median_ms": 4.0, "step_memory_bytes": 6000,
+                               "compile_seconds": 2.0, "graph_breaks": 0, "recompiles": 0})]
+        p, result = self.run_compare(runs)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = {r["execution"]: r for r in result["pytorch"]["over_eager"]}
+        self.assertEqual(rows["eager"]["speedup_over_eager"], 1.0)
+        self.assertEqual(rows["eager"]["memory_over_eager"], 1.0)
+        c = rows["compile"]
+        self.assertEqual(c["round_speedup_over_eager"], [1.25, 1.5, 1.0])
+        self.assertEqual(c["speedup_over_eager"], 1.25)
+        self.assertEqual(c["median_ms"], 4.0)
+        self.assertEqual(c["memory_over_eager"], 0.75)
+        self.assertEqual(c["round_compile_seconds"], [30.0, 2.5, 2.0])
+        self.assertEqual(c["graph_breaks"], 2)
+        self.assertEqual(c["recompiles"], 1)
+        self.assertIn("30.0, 2.5, 2.0", p.stdout)
+        self.assertIsNone(rows["compile-max"]["median_ms"])
+        self.assertIn("n/a: RuntimeError: boom", p.stdout)
 
     def test_skipped_pytorch_is_reported(self):
         p, result = self.run_compare([ours("moons", 10, 100), {"skipped": "torch not installed"}])
