@@ -28,6 +28,7 @@
 #include <dafuse/head/head_base.hpp>
 #include <dafuse/head/source_only.hpp>
 #include <dafuse/nn/activation.hpp>
+#include <dafuse/nn/conv2d.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/nn/dense.hpp>
 #include <dafuse/nn/grad_reversal.hpp>
