@@ -52,7 +52,6 @@ struct dense {
   static constexpr index_t weight_cols = In;
 };
 
-namespace detail {
 //! Values of scratch a layer asks of its stack besides its outputs (nn/conv2d.hpp's image layers:
 //! a patch matrix, shared by the stack's layers; argmax indices, per sample): none for others.
 template <class L>
@@ -69,7 +68,6 @@ constexpr index_t index_count_of() {
   else
     return 0;
 }
-}  // namespace detail
 
 //! Layers applied in order; knows where each layer's parameters start in a flat buffer.
 template <class... Layers>
@@ -84,9 +82,9 @@ struct layer_stack {
   static constexpr index_t max_width = std::max({Layers::out...});     //!< widest layer output
   static constexpr index_t activation_count = (Layers::out + ...);     //!< outputs per sample
   //! Values of the patch matrix the stack's convolutions share (nn/conv2d.hpp); 0 without.
-  static constexpr index_t patch_elements = std::max({detail::patch_elements_of<Layers>()...});
+  static constexpr index_t patch_elements = std::max({patch_elements_of<Layers>()...});
   //! Argmax indices a sample (max-pooling layers, nn/conv2d.hpp); 0 without.
-  static constexpr index_t index_count = (detail::index_count_of<Layers>() + ...);
+  static constexpr index_t index_count = (index_count_of<Layers>() + ...);
   //! Offset of layer I's weights in the stack's parameter block; its bias follows them.
   template <std::size_t I>
   static constexpr index_t param_offset() {
@@ -102,7 +100,7 @@ struct layer_stack {
   //! Offset of layer I's argmax indices in a per-sample index block.
   template <std::size_t I>
   static constexpr index_t index_offset() {
-    constexpr std::array<index_t, depth> counts{detail::index_count_of<Layers>()...};
+    constexpr std::array<index_t, depth> counts{index_count_of<Layers>()...};
     return std::accumulate(counts.begin(), counts.begin() + I, index_t{0});
   }
 
