@@ -149,6 +149,8 @@ struct max_pool2d_layer {
   static constexpr index_t weight_count = 0;             //!< no parameters
   static constexpr index_t bias_count = 0;
   static constexpr index_t param_count = 0;
+  static constexpr index_t weight_rows = 0;
+  static constexpr index_t weight_cols = 0;
   static constexpr index_t patch_elements = 0;
   //! One argmax a output value (its window position, a small integer stored exactly in T).
   static constexpr index_t index_count = out;

@@ -30,6 +30,7 @@
 #include <dafuse/data/dataset.hpp>
 #include <dafuse/head/head_base.hpp>
 #include <dafuse/nn/activation.hpp>
+#include <dafuse/nn/conv2d.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/nn/init.hpp>
 #include <dafuse/policy/arguments.hpp>
@@ -177,6 +178,9 @@ class executor<System, Step> {
   static_assert(!Step::mixed,
                 "dafuse: bf16 and fp16 steps run on the host systems only for now; on a device "
                 "system use precision::fp32 (or fp64)");
+  static_assert(!nn::has_image_layers<typename Step::feature_stack>,
+                "dafuse: convolutional feature extractors (nn::conv_net) run on the host systems "
+                "only for now; train them with system::omp");
 
  private:
   using T = value_type;
