@@ -26,7 +26,7 @@ PAIRS = [
     ("bf16", "fused bf16 + clip", "bf16 autocast + clip vs fused bf16 + clip"),
     ("torchscript", "fused fp32", "TorchScript fp32 vs fused fp32"),
 ]
-CONFIGS = ["moons", "digits-mlp", "office-head", "amazon"]
+CONFIGS = ["moons", "digits-mlp", "office-head", "amazon", "lenet"]
 
 
 def load(path):
@@ -88,7 +88,7 @@ def svg_bars(rows, path):
                 out.append(f'<text x="{x(v):.1f}" y="{height - 4}" text-anchor="middle">{v:g}x</text>')
         decade *= 10
     colours = {"moons": "#1f77b4", "digits-mlp": "#ff7f0e", "office-head": "#2ca02c",
-               "amazon": "#d62728"}
+               "amazon": "#d62728", "lenet": "#9467bd"}
     for i, r in enumerate(rows):
         y = 40 + i * (bar + gap)
         label = f'{r["config"]}: {r["label"]}'.replace("&", "&amp;").replace("<", "&lt;")

@@ -4,6 +4,8 @@
 //   digits-mlp   G_f 784 → 256 → 256 ReLU, G_y 256 → 10, G_d 256 → 256 → 1, B = 64
 //   office-head  G_f 2048 → 256 ReLU, G_y 256 → 31, G_d 256 → 1024 → 1024 → 1, B = 32
 //   amazon       G_f sparse 5000 → 100 ReLU, G_y 100 → 2, G_d 100 → 1, B = 64
+//   lenet        G_f 16×16 conv 5×5 (32, pad 2) → pool 2 → conv 5×5 (48, pad 2) → pool 2 → 768
+//                → 100 → 100 ReLU, G_y 100 → 10, G_d 100 → 100 → 1, B = 64 (fp32 only)
 #pragma once
 #include <dafuse/dafuse.hpp>
 
@@ -42,6 +44,21 @@ struct amazon {
   using net = df::nn::dann_net<df::nn::sparse_input<df::nn::mlp<5000, 100, df::nn::relu>>,
                                df::nn::linear<100, 2>,
                                df::nn::linear<100, 1>>;
+  static constexpr df::index_t batch = 64;
+};
+
+struct lenet {
+  static constexpr const char* name = "lenet";
+  using features = df::nn::conv_net<df::nn::image<16, 16, 1>,
+                                    df::nn::conv2d<1, 32, 5, 1, 2>,
+                                    df::nn::max_pool2d<2>,
+                                    df::nn::conv2d<32, 48, 5, 1, 2>,
+                                    df::nn::max_pool2d<2>,
+                                    df::nn::flatten,
+                                    df::nn::dense<768, 100, df::nn::relu>,
+                                    df::nn::dense<100, 100, df::nn::relu>>;
+  using net =
+      df::nn::dann_net<features, df::nn::linear<100, 10>, df::nn::mlp<100, 100, 1, df::nn::relu>>;
   static constexpr df::index_t batch = 64;
 };
 
