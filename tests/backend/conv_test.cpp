@@ -50,6 +50,16 @@ using chunked = nn::conv_net<nn::image<32, 32, 8>,
                              nn::max_pool2d<4>,
                              nn::flatten,
                              nn::dense<7 * 7 * 6, 2, nn::identity>>;
+// Sixteen channels into a stride-1 convolution: its input gradient runs as a convolution itself
+// (nn::transposed_conv2d); the first convolution's, with two channels, through col2im.
+using wide_channels = nn::conv_net<nn::image<6, 5, 2>,
+                                   nn::conv2d<2, 16, 3, 1, 1, nn::tanh>,
+                                   nn::conv2d<16, 3, 3, 1, 0, nn::sigmoid>,
+                                   nn::flatten>;
+// Sixteen channels into the first convolution: the stack's input gradient through the transposed
+// convolution, with α and accumulation.
+using wide_first =
+    nn::conv_net<nn::image<4, 4, 16>, nn::conv2d<16, 2, 3, 1, 1, nn::tanh>, nn::flatten>;
 // tools/make_conv_vectors.py's stack.
 using torch_net = nn::conv_net<nn::image<12, 12, 2>,
                                nn::conv2d<2, 6, 5, 1, 2>,
@@ -263,6 +273,8 @@ double error_where_defined(const std::vector<double>& a, const std::vector<doubl
 
 TYPE_TO_STRING_AS("conv(tanh) pool conv(sigmoid, stride 2) dense", small_net);
 TYPE_TO_STRING_AS("pool conv(linear)", pool_first);
+TYPE_TO_STRING_AS("conv 16->2 first", wide_first);
+TYPE_TO_STRING_AS("conv 2->16, conv 16->3 (transposed input gradient)", wide_channels);
 TYPE_TO_STRING_AS("conv 32x32x8 chunked", chunked);
 TYPE_TO_STRING_AS("conv(relu) pool conv(relu) pool dense", relu_net);
 
@@ -289,7 +301,8 @@ TEST_CASE_TEMPLATE("host forward of a conv stack matches a direct convolution lo
                    small_net,
                    pool_first,
                    chunked,
-                   relu_net) {
+                   relu_net,
+                   wide_channels) {
   using stack = typename Net::template stack<true>;
   const problem<Net> pb(3);
   const auto ref = naive_forward<stack>(pb.params, pb.x, pb.n);
@@ -328,7 +341,10 @@ TEST_CASE_TEMPLATE("host backward of a conv stack matches finite differences",
                    Net,
                    small_net,
                    pool_first,
-                   relu_net) {
+                   relu_net,
+                   wide_channels,
+                   wide_first) {
+  static_assert(wide_channels::stack<true>::layer<1>::transposed_input_gradient);
   const problem<Net> pb;
   const auto g = run_library(pb);
   for (double v : g.params) REQUIRE(std::isfinite(v));
@@ -352,9 +368,14 @@ TEST_CASE("host backward of a conv stack run chunk by chunk matches finite diffe
   CHECK(max_relative_error(one.x, g.x) < 1e-12);
 }
 
-TEST_CASE("host backward of a conv stack scales its input gradient by alpha and accumulates") {
-  using stack = small_net::stack<true>;
-  const problem<small_net> pb;
+TEST_CASE_TEMPLATE(
+    "host backward of a conv stack scales its input gradient by alpha and accumulates",
+    Net,
+    small_net,
+    pool_first,
+    wide_first) {
+  using stack = typename Net::template stack<true>;
+  const problem<Net> pb;
   const auto g = run_library(pb);
   scratch_block<stack, double> sb(pb.n);
   const matrix_view<const double> x{pb.x.data(), stack::in, pb.n};
@@ -367,20 +388,6 @@ TEST_CASE("host backward of a conv stack scales its input gradient by alpha and 
   for (std::size_t i = 0; i < dx.size(); ++i)
     CHECK(dx[i] == doctest::Approx(0.25 - 0.7 * g.x[i]).epsilon(1e-12));
   CHECK(max_relative_error(grads, g.params) < 1e-14);
-
-  // The same for a pooling first.
-  using pstack = pool_first::stack<true>;
-  const problem<pool_first> pp;
-  const auto gp = run_library(pp);
-  scratch_block<pstack, double> sp(pp.n);
-  const matrix_view<const double> xp{pp.x.data(), pstack::in, pp.n};
-  host::forward(pp.params.data(), xp, sp.s, sp.ws);
-  std::vector<double> gradp(pp.params.size()), dxp(pp.x.size(), 0.25);
-  sp.set_output_gradient(pp.weights);
-  host::backward(pp.params.data(), gradp.data(), xp, sp.s, sp.ws,
-                 matrix_view<double>{dxp.data(), pstack::in, pp.n}, -0.7, true);
-  for (std::size_t i = 0; i < dxp.size(); ++i)
-    CHECK(dxp[i] == doctest::Approx(0.25 - 0.7 * gp.x[i]).epsilon(1e-12));
 }
 
 TEST_CASE_TEMPLATE("a conv, pool, conv, pool, flatten, dense stack matches PyTorch",

@@ -127,10 +127,37 @@ struct conv2d_layer {
   //! a Zen 4 core's L2): the products run on such chunks so the patches are read from cache.
   static constexpr index_t chunk_samples =
       std::max<index_t>(1, (index_t(1) << 18) / (patch * pixels));
-  //! Values of one chunk's patch matrix: the workspace this layer asks of its stack.
-  static constexpr index_t patch_elements = patch * pixels * chunk_samples;
+  //! Values of one chunk's patch matrix.
+  static constexpr index_t forward_patch_elements = patch * pixels * chunk_samples;
+  //! Whether the input gradient runs as a convolution itself (transposed_conv2d; stride 1): a
+  //! product [C_in, K·K·C_out]·[K·K·C_out, pixels], K·K·C_out terms, in place of Wᵀ·δZ (C_out
+  //! terms) and col2im. Its C_in rows fill the fp32 kernel's register tiles only from 16 on
+  //! (LeNet's conv2: 32): below that Wᵀ·δZ, with K·K·C_in rows, is the better product.
+  static constexpr bool transposed_input_gradient = stride == 1 && in_channels >= 16;
+  //! Its workspace: the patch matrix chunk and the flipped weights.
+  static constexpr index_t input_gradient_elements = [] {
+    if constexpr (transposed_input_gradient) {
+      constexpr index_t t_patch = kernel * kernel * out_channels, t_pixels = H * W;
+      constexpr index_t t_chunk = std::max<index_t>(1, (index_t(1) << 18) / (t_patch * t_pixels));
+      return t_patch * t_pixels * t_chunk + out_channels * patch;
+    } else {
+      return index_t(0);
+    }
+  }();
+  //! The workspace this layer asks of its stack.
+  static constexpr index_t patch_elements =
+      std::max(forward_patch_elements, input_gradient_elements);
   static constexpr index_t index_count = 0;  //!< no argmax indices
 };
+
+//! For a stride-1 conv2d_layer L, the convolution that maps δz (an Ho × Wo × C_out image) to δx:
+//! δx(i, j, c) = Σ_{kh,kw,o} W(o, kh, kw, c)·δz(i + P − kh, j + P − kw, o), i.e. padding K − 1 − P
+//! and the kernel W'(c, kh', kw', o) = W(o, K − 1 − kh', K − 1 − kw', c), C_out → C_in channels.
+template <class L>
+using transposed_conv2d = conv2d_layer<
+    L::out_height,
+    L::out_width,
+    conv2d<L::out_channels, L::in_channels, L::kernel, 1, L::kernel - 1 - L::padding, identity>>;
 
 //! A max_pool2d<K> resolved on an input of H × W × C.
 template <index_t H, index_t W, index_t C, index_t K>

@@ -18,6 +18,7 @@
 #include <dafuse/backend/host/partition.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/meta.hpp>
+#include <dafuse/nn/conv2d.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -113,10 +114,36 @@ void conv_weight_gradient(Products& ws, const T* dz, matrix_view<const T> x, T* 
   }
 }
 
-//! δx = α·col2im(Wᵀ·δZ) (+ δx when `accumulate`) for δz: [Layer::out, n], δx: [Layer::in, n].
+//! δx = α·(∂L/∂x) (+ δx when `accumulate`) for δz: [Layer::out, n], δx: [Layer::in, n].
+//! With Layer::transposed_input_gradient (stride 1, C_in ≥ 16): as the forward of
+//! nn::transposed_conv2d<Layer> on δz with the kernel flipped (and scaled by α), a product of
+//! K·K·C_out terms written straight into δx. Otherwise col2im(Wᵀ·δZ), a product of only C_out terms
+//! whose result is scattered back.
 template <class Layer, class T, class Products>
 void conv_input_gradient(
     Products& ws, const T* w, const T* dz, index_t n, T* dx, T alpha, bool accumulate, T* patches) {
+  if constexpr (Layer::transposed_input_gradient) {
+    using transposed = nn::transposed_conv2d<Layer>;
+    constexpr index_t K = Layer::kernel, Ci = Layer::in_channels, Co = Layer::out_channels;
+    // W' [C_in, K, K, C_out] column-major after the patch chunk.
+    T* flipped = patches + transposed::forward_patch_elements;
+    for (index_t kh = 0; kh < K; ++kh)
+      for (index_t kw = 0; kw < K; ++kw)
+        for (index_t o = 0; o < Co; ++o)
+          for (index_t c = 0; c < Ci; ++c)
+            flipped[c + Ci * (o + Co * (kw + K * kh))] =
+                alpha * w[o + Co * (c + Ci * ((K - 1 - kw) + K * (K - 1 - kh)))];
+    constexpr index_t chunk = transposed::chunk_samples;
+    for (index_t s0 = 0; s0 < n; s0 += chunk) {
+      const index_t count = std::min(chunk, n - s0);
+      im2col<transposed>(dz + s0 * Layer::out, count, patches);
+      // [C_in, K·K·C_out]·[K·K·C_out, count·H·W]
+      ws.template product<op::none, op::none>(Ci, count * transposed::pixels, transposed::patch,
+                                              T(1), flipped, Ci, patches, transposed::patch,
+                                              accumulate ? T(1) : T(0), dx + s0 * Layer::in, Ci);
+    }
+    return;
+  }
   if (!accumulate) std::fill_n(dx, Layer::in * n, T(0));
   constexpr index_t chunk = Layer::chunk_samples;
   for (index_t s0 = 0; s0 < n; s0 += chunk) {
