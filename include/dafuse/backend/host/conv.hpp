@@ -16,6 +16,7 @@
 #include <dafuse/config.hpp>
 
 #include <dafuse/backend/host/partition.hpp>
+#include <dafuse/backend/host/team.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/nn/conv2d.hpp>
@@ -28,15 +29,18 @@ namespace dafuse::backend::host {
 //! X̂'s columns for `count` samples of x (HWC, Layer::in values each, contiguous) into
 //! `patches`: [Layer::patch, count·Layer::pixels]; zeros where a window covers the padding.
 //! Within a window row, the pixels kw = 0…K−1 are consecutive, so the part inside the image is
-//! one run of the input (channels last).
+//! one run of the input (channels last). The rows of output pixels are dealt among the threads
+//! (run_on_team); each writes its own columns.
 template <class Layer, class T>
 void im2col(const T* x, index_t count, T* patches) {
   constexpr index_t H = Layer::in_height, W = Layer::in_width, C = Layer::in_channels;
   constexpr index_t K = Layer::kernel, S = Layer::stride, P = Layer::padding;
   constexpr index_t Ho = Layer::out_height, Wo = Layer::out_width;
-  for (index_t s = 0; s < count; ++s) {
-    const T* xs = x + s * Layer::in;
-    for (index_t oh = 0; oh < Ho; ++oh)
+  const index_t rows = count * Ho;
+  run_on_team(rows > 1 ? available_threads() : 1, [&](int me, int team, auto&&) {
+    for (index_t r = me; r < rows; r += team) {
+      const index_t s = r / Ho, oh = r % Ho;
+      const T* xs = x + s * Layer::in;
       for (index_t ow = 0; ow < Wo; ++ow) {
         T* dst = patches + ((s * Ho + oh) * Wo + ow) * Layer::patch;
         // iw = ow·S − P + kw lies in [0, W) for kw in [lo, hi).
@@ -54,32 +58,36 @@ void im2col(const T* x, index_t count, T* patches) {
           std::fill_n(row + hi * C, (K - hi) * C, T(0));
         }
       }
-  }
+    }
+  });
 }
 
 //! δx += α·col2im(δX̂) for `count` samples: each value of `patches` ([Layer::patch,
 //! count·Layer::pixels]) added to the input value its window read (padding reads nothing).
+//! Windows overlap within a sample, so the samples (not rows) are dealt among the threads.
 template <class Layer, class T>
 void col2im_add(const T* patches, index_t count, T alpha, T* dx) {
   constexpr index_t H = Layer::in_height, W = Layer::in_width, C = Layer::in_channels;
   constexpr index_t K = Layer::kernel, S = Layer::stride, P = Layer::padding;
   constexpr index_t Ho = Layer::out_height, Wo = Layer::out_width;
-  for (index_t s = 0; s < count; ++s) {
-    T* xs = dx + s * Layer::in;
-    for (index_t oh = 0; oh < Ho; ++oh)
-      for (index_t ow = 0; ow < Wo; ++ow) {
-        const T* src = patches + ((s * Ho + oh) * Wo + ow) * Layer::patch;
-        const index_t lo = std::max<index_t>(0, P - ow * S);
-        const index_t hi = std::min<index_t>(K, W + P - ow * S);
-        for (index_t kh = 0; kh < K; ++kh) {
-          const index_t ih = oh * S - P + kh;
-          if (ih < 0 || ih >= H) continue;
-          T* to = xs + (ih * W + ow * S - P + lo) * C;
-          const T* from = src + (kh * K + lo) * C;
-          for (index_t j = 0; j < (hi - lo) * C; ++j) to[j] += alpha * from[j];
+  run_on_team(count > 1 ? available_threads() : 1, [&](int me, int team, auto&&) {
+    for (index_t s = me; s < count; s += team) {
+      T* xs = dx + s * Layer::in;
+      for (index_t oh = 0; oh < Ho; ++oh)
+        for (index_t ow = 0; ow < Wo; ++ow) {
+          const T* src = patches + ((s * Ho + oh) * Wo + ow) * Layer::patch;
+          const index_t lo = std::max<index_t>(0, P - ow * S);
+          const index_t hi = std::min<index_t>(K, W + P - ow * S);
+          for (index_t kh = 0; kh < K; ++kh) {
+            const index_t ih = oh * S - P + kh;
+            if (ih < 0 || ih >= H) continue;
+            T* to = xs + (ih * W + ow * S - P + lo) * C;
+            const T* from = src + (kh * K + lo) * C;
+            for (index_t j = 0; j < (hi - lo) * C; ++j) to[j] += alpha * from[j];
+          }
         }
-      }
-  }
+    }
+  });
 }
 
 //! y = W·X̂ for x: [Layer::in, n], chunk by chunk of samples, `finish` run on each finished block
@@ -163,27 +171,30 @@ template <class Layer, class T>
 void max_pool_forward(matrix_view<const T> x, T* y, T* indices) {
   constexpr index_t W = Layer::in_width, C = Layer::channels, K = Layer::kernel;
   constexpr index_t Ho = Layer::out_height, Wo = Layer::out_width;
-  for (index_t s = 0; s < x.cols; ++s) {
-    const T* xs = x.data + s * Layer::in;
-    for (index_t oh = 0; oh < Ho; ++oh)
-      for (index_t ow = 0; ow < Wo; ++ow) {
-        const index_t o = (s * Ho * Wo + oh * Wo + ow) * C;
-        T* best = y + o;
-        const T* first = xs + (oh * K * W + ow * K) * C;
-        std::copy_n(first, C, best);
-        T* at = indices ? indices + o : nullptr;
-        if (at) std::fill_n(at, C, T(0));
-        for (index_t kh = 0; kh < K; ++kh)
-          for (index_t kw = kh == 0 ? 1 : 0; kw < K; ++kw) {
-            const T* v = xs + ((oh * K + kh) * W + ow * K + kw) * C;
-            for (index_t c = 0; c < C; ++c)
-              if (v[c] > best[c] || std::isnan(v[c])) {
-                best[c] = v[c];
-                if (at) at[c] = T(kh * K + kw);
-              }
-          }
-      }
-  }
+  // Samples dealt among the threads.
+  run_on_team(x.cols > 1 ? available_threads() : 1, [&](int me, int team, auto&&) {
+    for (index_t s = me; s < x.cols; s += team) {
+      const T* xs = x.data + s * Layer::in;
+      for (index_t oh = 0; oh < Ho; ++oh)
+        for (index_t ow = 0; ow < Wo; ++ow) {
+          const index_t o = (s * Ho * Wo + oh * Wo + ow) * C;
+          T* best = y + o;
+          const T* first = xs + (oh * K * W + ow * K) * C;
+          std::copy_n(first, C, best);
+          T* at = indices ? indices + o : nullptr;
+          if (at) std::fill_n(at, C, T(0));
+          for (index_t kh = 0; kh < K; ++kh)
+            for (index_t kw = kh == 0 ? 1 : 0; kw < K; ++kw) {
+              const T* v = xs + ((oh * K + kh) * W + ow * K + kw) * C;
+              for (index_t c = 0; c < C; ++c)
+                if (v[c] > best[c] || std::isnan(v[c])) {
+                  best[c] = v[c];
+                  if (at) at[c] = T(kh * K + kw);
+                }
+            }
+        }
+    }
+  });
 }
 
 //! δx = α·(δy routed to each window's argmax) ⊙ d(x) (+ δx when `accumulate`), for δy: [Layer::out,
@@ -195,17 +206,21 @@ void max_pool_backward(
     const T* dy, const T* indices, index_t n, T* dx, T alpha, bool accumulate, Derivative&& d) {
   constexpr index_t W = Layer::in_width, C = Layer::channels, K = Layer::kernel;
   constexpr index_t Ho = Layer::out_height, Wo = Layer::out_width;
-  if (!accumulate) std::fill_n(dx, Layer::in * n, T(0));
-  for (index_t s = 0; s < n; ++s)
-    for (index_t oh = 0; oh < Ho; ++oh)
-      for (index_t ow = 0; ow < Wo; ++ow) {
-        const index_t o = (s * Ho * Wo + oh * Wo + ow) * C;
-        for (index_t c = 0; c < C; ++c) {
-          const auto pos = index_t(indices[o + c]);
-          const index_t i = s * Layer::in + ((oh * K + pos / K) * W + ow * K + pos % K) * C + c;
-          dx[i] += alpha * dy[o + c] * d(i);
+  // Samples dealt among the threads; each clears and fills its own part of δx.
+  run_on_team(n > 1 ? available_threads() : 1, [&](int me, int team, auto&&) {
+    for (index_t s = me; s < n; s += team) {
+      if (!accumulate) std::fill_n(dx + s * Layer::in, Layer::in, T(0));
+      for (index_t oh = 0; oh < Ho; ++oh)
+        for (index_t ow = 0; ow < Wo; ++ow) {
+          const index_t o = (s * Ho * Wo + oh * Wo + ow) * C;
+          for (index_t c = 0; c < C; ++c) {
+            const auto pos = index_t(indices[o + c]);
+            const index_t i = s * Layer::in + ((oh * K + pos / K) * W + ow * K + pos % K) * C + c;
+            dx[i] += alpha * dy[o + c] * d(i);
+          }
         }
-      }
+    }
+  });
 }
 
 }  // namespace dafuse::backend::host
