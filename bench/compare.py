@@ -30,7 +30,7 @@ PAIRS = [
     ("compile-bf16", "fused bf16 + clip", "compile + bf16 autocast + clip vs fused bf16 + clip"),
     ("recipe", "fused bf16 + clip", "seed's recipe (+ workers) vs fused bf16 + clip"),
 ]
-CONFIGS = ["moons", "digits-mlp", "office-head", "amazon", "demo"]
+CONFIGS = ["moons", "digits-mlp", "office-head", "amazon", "demo", "lenet"]
 
 
 def load(path):
@@ -92,7 +92,7 @@ def svg_bars(rows, path):
                 out.append(f'<text x="{x(v):.1f}" y="{height - 4}" text-anchor="middle">{v:g}x</text>')
         decade *= 10
     colours = {"moons": "#1f77b4", "digits-mlp": "#ff7f0e", "office-head": "#2ca02c",
-               "amazon": "#d62728"}
+               "amazon": "#d62728", "lenet": "#9467bd"}
     for i, r in enumerate(rows):
         y = 40 + i * (bar + gap)
         label = f'{r["config"]}: {r["label"]}'.replace("&", "&amp;").replace("<", "&lt;")

@@ -6,6 +6,8 @@
 //   amazon       G_f sparse 5000 → 100 ReLU, G_y 100 → 2, G_d 100 → 1, B = 64
 //   demo         G_f 256 → 256 → 128 ReLU, G_y 128 → 10, G_d 128 → 128 → 1 (ReLU), B = 64
 //                (scripts/demo's MNIST → USPS network, on random rows here)
+//   lenet        G_f 16×16 conv 5×5 (32, pad 2) → pool 2 → conv 5×5 (48, pad 2) → pool 2 → 768
+//                → 100 → 100 ReLU, G_y 100 → 10, G_d 100 → 100 → 1, B = 64 (fp32 only)
 #pragma once
 #include <dafuse/dafuse.hpp>
 
@@ -51,6 +53,21 @@ struct amazon {
   using net = df::nn::dann_net<df::nn::sparse_input<df::nn::mlp<5000, 100, df::nn::relu>>,
                                df::nn::linear<100, 2>,
                                df::nn::linear<100, 1>>;
+  static constexpr df::index_t batch = 64;
+};
+
+struct lenet {
+  static constexpr const char* name = "lenet";
+  using features = df::nn::conv_net<df::nn::image<16, 16, 1>,
+                                    df::nn::conv2d<1, 32, 5, 1, 2>,
+                                    df::nn::max_pool2d<2>,
+                                    df::nn::conv2d<32, 48, 5, 1, 2>,
+                                    df::nn::max_pool2d<2>,
+                                    df::nn::flatten,
+                                    df::nn::dense<768, 100, df::nn::relu>,
+                                    df::nn::dense<100, 100, df::nn::relu>>;
+  using net =
+      df::nn::dann_net<features, df::nn::linear<100, 10>, df::nn::mlp<100, 100, 1, df::nn::relu>>;
   static constexpr df::index_t batch = 64;
 };
 

@@ -1,7 +1,7 @@
-// The benchmark suite's C++ side: five DANN configurations (batch = B source + B target rows),
+// The benchmark suite's C++ side: six DANN configurations (batch = B source + B target rows),
 // each timed in several executions of the same maths, side by side in one process:
 //
-// moons, digits-mlp, office-head, amazon and demo (bench/configs.hpp; amazon on the real Amazon
+// moons, digits-mlp, office-head, amazon, demo and lenet (bench/configs.hpp; amazon on the real Amazon
 // reviews, dvd → books, or synthetic rows of the same density without them).
 //
 // Executions: the eager step (eager_step: one primitive per operation, every intermediate
@@ -66,12 +66,23 @@ using fp16 = df::precision::fp16<df::loss_scale::dynamic>;
 // 2·in·out per sample for each product a layer runs: forward, weight gradient, and input
 // gradient (every layer but the first of G_f, whose input is data). A sparse first layer does
 // 2·nnz·out for its forward and its weight gradient.
+// Multiply-adds of one product of layer L per sample: in·out for a dense layer, C_out·K·K·C_in per
+// output pixel for a convolution (nn/conv2d.hpp), none for max-pooling.
+template <class L>
+constexpr double layer_macs() {
+  if constexpr (df::nn::kind_of<L>() == df::nn::layer_kind::conv2d)
+    return double(L::weight_count) * double(L::pixels);
+  else if constexpr (df::nn::kind_of<L>() == df::nn::layer_kind::max_pool2d)
+    return 0.0;
+  else
+    return double(L::in) * double(L::out);
+}
 template <class Stack>
 double stack_flops(double rows, bool input_gradient_of_first, double first_layer_density = 1) {
   double f = 0;
   [&]<std::size_t... I>(std::index_sequence<I...>) {
-    ((f += 2.0 * double(Stack::template layer<I>::in) * double(Stack::template layer<I>::out) *
-           rows * (I == 0 ? first_layer_density * 2 + (input_gradient_of_first ? 1 : 0) : 3)),
+    ((f += 2.0 * layer_macs<typename Stack::template layer<I>>() * rows *
+           (I == 0 ? first_layer_density * 2 + (input_gradient_of_first ? 1 : 0) : 3)),
      ...);
   }
   (std::make_index_sequence<Stack::depth>{});
@@ -216,6 +227,33 @@ void dense_config(std::vector<result>& out, long steps, int threads) {
   for (std::size_t i = first; i < out.size(); ++i) out[i].nearby_ceiling = nearby;
 }
 
+// A convolutional configuration: fp32 only (conv_net refuses bf16/fp16 steps).
+template <class Cfg>
+void conv_config(std::vector<result>& out, long steps, int threads) {
+  const std::size_t first = out.size();
+  const double before = dafuse_gemm_gflops(2048, threads);
+  using net = typename Cfg::net;
+  const auto source =
+      random_rows(4096, net::input_width, net::class_count, df::data::domain::source);
+  const auto target =
+      random_rows(4096, net::input_width, net::class_count, df::data::domain::target);
+  const double flops = step_flops<net>(double(Cfg::batch));
+  using clip = df::clip::global_norm;
+  out.push_back(step_only<eager<Cfg>, Cfg>("eager fp32", source, target, flops, steps));
+  out.push_back(step_only<fused<Cfg>, Cfg>("fused fp32", source, target, flops, steps));
+  out.push_back(step_only<fused<Cfg, df::precision::fp32, clip>, Cfg>("fused fp32 + clip", source,
+                                                                      target, flops, steps));
+  out.push_back(
+      with_loader<fused<Cfg, df::precision::fp32, df::clip::none, df::loader::resident>, Cfg>(
+          "fused fp32, resident loader", source, target, flops, steps));
+  const double after = dafuse_gemm_gflops(2048, threads);
+  std::printf(
+      "%s: 2-thread ceiling (dafuse's gemm, 2048^3) %.1f GFLOP/s before its executions, "
+      "%.1f after\n",
+      Cfg::name, before, after);
+  for (std::size_t i = first; i < out.size(); ++i) out[i].nearby_ceiling = std::max(before, after);
+}
+
 void amazon_config(std::vector<result>& out, long steps) {
   using Cfg = amazon;
   const sparse_pair d = amazon_data(data_dir);
@@ -302,7 +340,7 @@ std::string json_number(double v) {
 
 int main(int argc, char** argv) {
   long steps = 0;
-  std::string configs = "moons,digits-mlp,office-head,amazon,demo", json;
+  std::string configs = "moons,digits-mlp,office-head,amazon,demo,lenet", json;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string option = argv[i];
     if (option == "--steps")
@@ -343,6 +381,7 @@ int main(int argc, char** argv) {
   if (wanted("office-head")) dense_config<office_head>(results, steps, threads);
   if (wanted("amazon")) amazon_config(results, steps);
   if (wanted("demo")) dense_config<demo>(results, steps, threads);
+  if (wanted("lenet")) conv_config<lenet>(results, steps, threads);
 
   // "% ceil": of the ceiling measured first; "% near": of the one measured next to the
   // configuration (dense ones only).

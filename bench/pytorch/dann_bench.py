@@ -4,7 +4,7 @@
 Run it through bench/pytorch/run.sh (which unsets OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE and sets
 OMP_NUM_THREADS=2), with Debian's /usr/bin/python3 and python3-torch 1.13 on the CPU:
 
-    bash bench/pytorch/run.sh [--configs moons,digits-mlp,office-head,amazon]
+    bash bench/pytorch/run.sh [--configs moons,digits-mlp,office-head,amazon,lenet]
                               [--executions eager,clip,bf16,torchscript]
                               [--steps 500] [--warmup 50] [--max-seconds 20] [--threads 2]
                               [--data DIR] [--json FILE]
@@ -22,6 +22,8 @@ Configurations (G_f, G_y, G_d, B):
     office-head  2048 -> 256 ReLU        256 -> 31  256 -> 1024 ReLU -> 1024 ReLU -> 1  B = 32
     amazon       sparse 5000 -> 100 ReLU 100 -> 2   100 -> 1                         B = 64
                  (real data: dvd_train = source, books_train = target; torch sparse batches)
+    lenet        16x16 conv5x5(32,pad 2) pool2 conv5x5(48,pad 2) pool2 768 -> 100 -> 100 ReLU
+                                         100 -> 10  100 -> 100 ReLU -> 1            B = 64
 Executions: eager (fp32), clip (fp32 + clip_grad_norm_ 1.0), bf16 (autocast bfloat16 + clip),
 torchscript (torch.jit.script of the forward+loss module, fp32, no clip: compare with eager).
 
@@ -42,7 +44,7 @@ import subprocess
 import sys
 import time
 
-CONFIG_NAMES = ["moons", "digits-mlp", "office-head", "amazon", "demo"]
+CONFIG_NAMES = ["moons", "digits-mlp", "office-head", "amazon", "demo", "lenet"]
 EXEC_NAMES = ["eager", "clip", "bf16", "torchscript", "compile", "compile-max", "compile-bf16",
               "recipe"]
 # torch.compile's modes per execution (None: the default mode).
@@ -73,7 +75,15 @@ DENSE_CONFIGS = {
     # scripts/demo's MNIST -> USPS network (tools/reference_mnist_usps.py), on random rows here
     "demo": dict(B=64, gf=[(256, 256, "relu"), (256, 128, "relu")], gy=(128, 10),
                  gd=[(128, 128, "relu"), (128, 1, None)], input="rand"),
+    # The DANN paper's LeNet-like G_f on 16 x 16 digits (dafuse: bench/configs.hpp's lenet):
+    # conv 5x5 (32, padding 2) -> max-pool 2 -> ReLU -> conv 5x5 (48, padding 2) -> max-pool 2
+    # -> ReLU -> flatten (768) -> fc 100 -> ReLU -> fc 100 -> ReLU; rows of 256 pixels.
+    "lenet": dict(B=64, gf="lenet", n_in=256, gy=(100, 10),
+                  gd=[(100, 100, "relu"), (100, 1, None)], input="rand"),
 }
+# conv layers of "lenet": (C_in, C_out, K, output pixels) for the FLOP count.
+LENET_CONVS = [(1, 32, 5, 16 * 16), (32, 48, 5, 8 * 8)]
+LENET_DENSE = [(768, 100, "relu"), (100, 100, "relu")]
 AMAZON = dict(B=64, n_features=5000, hidden=100, classes=2, source="dvd", target="books")
 
 
@@ -397,7 +407,14 @@ def build_torch_parts(torch):
             return cls(first, nn.Linear(c["hidden"], c["classes"]), nn.Linear(c["hidden"], 1),
                        c["B"])
         c = DENSE_CONFIGS[cfg_name]
-        return cls(mlp(c["gf"]), nn.Linear(*c["gy"]), mlp(c["gd"]), c["B"])
+        if c["gf"] == "lenet":
+            g_f = nn.Sequential(nn.Unflatten(1, (1, 16, 16)),
+                                nn.Conv2d(1, 32, 5, padding=2), nn.MaxPool2d(2), nn.ReLU(),
+                                nn.Conv2d(32, 48, 5, padding=2), nn.MaxPool2d(2), nn.ReLU(),
+                                nn.Flatten(), mlp(LENET_DENSE))
+        else:
+            g_f = mlp(c["gf"])
+        return cls(g_f, nn.Linear(*c["gy"]), mlp(c["gd"]), c["B"])
 
     return make_model
 
@@ -407,8 +424,16 @@ def dense_flops(c):
     gradient; no input gradient for G_f's first layer). G_f and G_d see 2B rows, G_y B rows."""
     B = c["B"]
     total = 0
-    for i, (n_in, n_out, _) in enumerate(c["gf"]):
-        total += 2 * (2 * B) * n_in * n_out * (2 if i == 0 else 3)
+    if c["gf"] == "lenet":
+        # a conv: 2*C_out*K*K*C_in per output pixel and row, for each product (the first has no
+        # input gradient); then the dense layers.
+        for i, (c_in, c_out, k, pixels) in enumerate(LENET_CONVS):
+            total += 2 * (2 * B) * c_out * k * k * c_in * pixels * (2 if i == 0 else 3)
+        for n_in, n_out, _ in LENET_DENSE:
+            total += 2 * (2 * B) * n_in * n_out * 3
+    else:
+        for i, (n_in, n_out, _) in enumerate(c["gf"]):
+            total += 2 * (2 * B) * n_in * n_out * (2 if i == 0 else 3)
     total += 2 * B * c["gy"][0] * c["gy"][1] * 3
     for n_in, n_out, _ in c["gd"]:
         total += 2 * (2 * B) * n_in * n_out * 3
@@ -429,7 +454,7 @@ def amazon_flops(mean_nnz):
 
 def dense_batches(torch, cfg_name):
     c = DENSE_CONFIGS[cfg_name]
-    B, n_in, n_cls = c["B"], c["gf"][0][0], c["gy"][1]
+    B, n_in, n_cls = c["B"], c.get("n_in") or c["gf"][0][0], c["gy"][1]
     g = torch.Generator().manual_seed(1234)
     domain = torch.cat([torch.zeros(B, 1), torch.ones(B, 1)])
     out = []

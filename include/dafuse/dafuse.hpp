@@ -32,6 +32,7 @@
 #include <dafuse/head/mmd.hpp>
 #include <dafuse/head/source_only.hpp>
 #include <dafuse/nn/activation.hpp>
+#include <dafuse/nn/conv2d.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/nn/dense.hpp>
 #include <dafuse/nn/grad_reversal.hpp>

@@ -11,6 +11,7 @@
 #include <dafuse/head/mcc.hpp>
 #include <dafuse/head/mmd.hpp>
 #include <dafuse/head/source_only.hpp>
+#include <dafuse/nn/conv2d.hpp>
 #include <dafuse/step/eager_step.hpp>
 #include <dafuse/step/train_step.hpp>
 
@@ -67,6 +68,16 @@ void free(void* p) {
 namespace df = dafuse;
 
 namespace {
+// A LeNet-like feature extractor on the same 256 inputs as 16 × 16 images.
+using conv_net = df::nn::dann_net<df::nn::conv_net<df::nn::image<16, 16, 1>,
+                                                   df::nn::conv2d<1, 8, 5, 1, 2>,
+                                                   df::nn::max_pool2d<2>,
+                                                   df::nn::conv2d<8, 12, 3, 1, 1>,
+                                                   df::nn::max_pool2d<2>,
+                                                   df::nn::flatten,
+                                                   df::nn::dense<192, 64, df::nn::relu>>,
+                                  df::nn::linear<64, 10>,
+                                  df::nn::mlp<64, 32, 1, df::nn::relu>>;
 // The demo's shapes: wide enough that Eigen takes its blocked, threaded GEMM path.
 using net = df::nn::dann_net<df::nn::mlp<256, 256, 128, df::nn::relu>,
                              df::nn::linear<128, 10>,
@@ -85,9 +96,10 @@ template <class Loader,
           class Clip,
           class Head,
           class Precision = df::precision::fp32,
-          template <class...> class Step = df::train_step>
+          template <class...> class Step = df::train_step,
+          class Net = net>
 long allocations_in_steps() {
-  using step_type = Step<net, Loader, Precision, Clip, Head, df::optim::sgd>;
+  using step_type = Step<Net, Loader, Precision, Clip, Head, df::optim::sgd>;
   const auto source = random_set(df::data::domain::source, 300);
   const auto target = random_set(df::data::domain::target, 200);
   const df::fit_args args{.steps = 50, .batch = 64, .lr = 0.01f, .momentum = 0.9f};
@@ -194,4 +206,11 @@ TEST_CASE("a step with a sparse first layer and its CSR batches allocates nothin
     step.run();
   }
   CHECK(allocations.load() - before == 0);
+}
+
+TEST_CASE("a step with a convolutional feature extractor allocates nothing, fused or eager") {
+  CHECK(allocations_in_steps<df::loader::sync, df::clip::global_norm, df::head::dann<>,
+                             df::precision::fp32, df::train_step, conv_net>() == 0);
+  CHECK(allocations_in_steps<df::loader::sync, df::clip::global_norm, df::head::dann<>,
+                             df::precision::fp32, df::eager_step, conv_net>() == 0);
 }

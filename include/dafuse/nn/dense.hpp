@@ -45,7 +45,29 @@ struct dense {
   static constexpr auto act = Act;                        //!< activation applied to W·x + b
   static constexpr index_t weight_count = In * Out;       //!< elements of W
   static constexpr index_t param_count = In * Out + Out;  //!< W then b
+  static constexpr index_t bias_count = Out;              //!< elements of b
+  static constexpr index_t fan_in = In;                   //!< inputs a unit reads
+  static constexpr index_t fan_out = Out;                 //!< units an input feeds
+  static constexpr index_t weight_rows = Out;             //!< W as a matrix: [Out, In]
+  static constexpr index_t weight_cols = In;
 };
+
+//! Values of scratch a layer asks of its stack besides its outputs (nn/conv2d.hpp's image layers:
+//! a patch matrix, shared by the stack's layers; argmax indices, per sample): none for others.
+template <class L>
+constexpr index_t patch_elements_of() {
+  if constexpr (requires { L::patch_elements; })
+    return L::patch_elements;
+  else
+    return 0;
+}
+template <class L>
+constexpr index_t index_count_of() {
+  if constexpr (requires { L::index_count; })
+    return L::index_count;
+  else
+    return 0;
+}
 
 //! Layers applied in order; knows where each layer's parameters start in a flat buffer.
 template <class... Layers>
@@ -59,6 +81,10 @@ struct layer_stack {
   static constexpr index_t param_count = (Layers::param_count + ...);  //!< all parameters
   static constexpr index_t max_width = std::max({Layers::out...});     //!< widest layer output
   static constexpr index_t activation_count = (Layers::out + ...);     //!< outputs per sample
+  //! Values of the patch matrix the stack's convolutions share (nn/conv2d.hpp); 0 without.
+  static constexpr index_t patch_elements = std::max({patch_elements_of<Layers>()...});
+  //! Argmax indices a sample (max-pooling layers, nn/conv2d.hpp); 0 without.
+  static constexpr index_t index_count = (index_count_of<Layers>() + ...);
   //! Offset of layer I's weights in the stack's parameter block; its bias follows them.
   template <std::size_t I>
   static constexpr index_t param_offset() {
@@ -70,6 +96,12 @@ struct layer_stack {
   static constexpr index_t activation_offset() {
     constexpr std::array<index_t, depth> widths{Layers::out...};
     return std::accumulate(widths.begin(), widths.begin() + I, index_t{0});
+  }
+  //! Offset of layer I's argmax indices in a per-sample index block.
+  template <std::size_t I>
+  static constexpr index_t index_offset() {
+    constexpr std::array<index_t, depth> counts{index_count_of<Layers>()...};
+    return std::accumulate(counts.begin(), counts.begin() + I, index_t{0});
   }
 
  private:

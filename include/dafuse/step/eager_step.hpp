@@ -49,6 +49,7 @@
 #pragma once
 #include <dafuse/config.hpp>
 
+#include <dafuse/backend/host/conv.hpp>
 #include <dafuse/backend/host/dense.hpp>
 #include <dafuse/backend/host/gemm.hpp>
 #include <dafuse/backend/host/products.hpp>
@@ -64,6 +65,7 @@
 #include <dafuse/core/profiler.hpp>
 #include <dafuse/core/rng.hpp>
 #include <dafuse/head/head_base.hpp>
+#include <dafuse/nn/conv2d.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/nn/grad_reversal.hpp>
 #include <dafuse/nn/init.hpp>
@@ -114,7 +116,9 @@ struct eager_stack_buffers {
   std::array<matrix_view<T>, Stack::depth> outputs;            //!< a_l = f(z_l)
   std::array<matrix_view<T>, Stack::depth> output_gradients;   //!< δa_l
   std::array<matrix_view<T>, Stack::depth> product_gradients;  //!< δz_l
-  index_t cols = 0;                                            //!< samples
+  std::array<T*, Stack::depth> indices{};  //!< a max-pooling's argmax: [out_l, cols], else null
+  T* patches = nullptr;                    //!< the convolutions' im2col chunk (host/conv.hpp)
+  index_t cols = 0;                        //!< samples
 
   //! Whether layer I has no activation (its a is its z, its δz its δa).
   template <std::size_t I>
@@ -123,7 +127,8 @@ struct eager_stack_buffers {
   //! Values needed for `cols` samples: four [out] columns per layer, two for an identity one.
   static constexpr index_t elements(index_t cols) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return ((Stack::template layer<I>::out * (is_identity<I> ? 2 : 4)) + ...) * cols;
+      return ((Stack::template layer<I>::out * (is_identity<I> ? 2 : 4)) + ...) * cols +
+             Stack::index_count * cols + Stack::patch_elements;
     }
     (std::make_index_sequence<Stack::depth>{});
   }
@@ -146,6 +151,11 @@ struct eager_stack_buffers {
             product_gradients[I] = is_identity<I> ? output_gradients[I] : next();
           }(),
           ...);
+      ((indices[I] = nn::index_count_of<typename Stack::template layer<I>>() > 0
+                         ? block + Stack::template index_offset<I>() * cols
+                         : nullptr),
+       ...);
+      if constexpr (Stack::patch_elements > 0) patches = block + Stack::index_count * cols;
     }
     (std::make_index_sequence<Stack::depth>{});
   }
@@ -407,18 +417,33 @@ class eager_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
           [&] {
             using layer = typename Stack::template layer<I>;
             const T* w = params + Stack::template param_offset<I>();
-            // z = W·x: [out, in]·[in, n] (GEMM, or one scaled column of W per sparse non-zero)
-            if constexpr (I == 0)
-              backend::host::input_product<layer>(gemm_, w, x, s.products[I].data);
-            else
-              backend::host::input_product<layer>(gemm_, w, matrix_view<const T>(s.outputs[I - 1]),
-                                                  s.products[I].data);
-            // z += b
-            matrix_map z = backend::host::map(s.products[I]);
-            z.colwise() += const_vector_map(w + layer::weight_count, layer::out);
+            constexpr nn::layer_kind kind = nn::kind_of<layer>();
+            if constexpr (kind == nn::layer_kind::max_pool2d) {
+              // a = max over each window (and its argmax), one pass
+              backend::host::max_pool_forward<layer>(layer_input<Stack, I>(x, s),
+                                                     s.products[I].data, s.indices[I]);
+            } else if constexpr (kind == nn::layer_kind::conv2d) {
+              // z = W·X̂ (im2col, then the product, chunk by chunk of samples), z += b by channel
+              backend::host::conv_forward<layer>(gemm_, w, layer_input<Stack, I>(x, s),
+                                                 s.products[I].data, s.patches,
+                                                 [](T*) { return backend::host::no_finish{}; });
+              matrix_map(s.products[I].data, layer::out_channels, layer::pixels * s.cols)
+                  .colwise() += const_vector_map(w + layer::weight_count, layer::out_channels);
+            } else {
+              // z = W·x: [out, in]·[in, n] (GEMM, or one scaled column of W per sparse non-zero)
+              if constexpr (I == 0)
+                backend::host::input_product<layer>(gemm_, w, x, s.products[I].data);
+              else
+                backend::host::input_product<layer>(
+                    gemm_, w, matrix_view<const T>(s.outputs[I - 1]), s.products[I].data);
+              // z += b
+              backend::host::map(s.products[I]).colwise() +=
+                  const_vector_map(w + layer::weight_count, layer::out);
+            }
             // a = f(z)
             if constexpr (!stack_buffers<Stack>::template is_identity<I>)
-              backend::host::map(s.outputs[I]) = z.unaryExpr([](T v) { return T(layer::act(v)); });
+              backend::host::map(s.outputs[I]) =
+                  backend::host::map(s.products[I]).unaryExpr([](T v) { return T(layer::act(v)); });
           }(),
           ...);
     }
@@ -450,30 +475,51 @@ class eager_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
             const T* dz = s.product_gradients[l].data;
             const T* w = params + Stack::template param_offset<l>();
             T* gw = grads + Stack::template param_offset<l>();
-            // ∂L/∂W = δz·xᵀ: [out, n]·[n, in]
-            if constexpr (l == 0 && std::is_same_v<Input, sparse_matrix_view<const T>>) {
-              // A sparse x gives PyTorch's dense gradient of W: zero all of it, then add one
-              // scaled column of δz per non-zero (the library's sparse weight gradient).
-              matrix_map(gw, layer::out, layer::in).setZero();
-              backend::host::sparse_weight_gradient<products_type>(dz, layer::out, x, gw);
+            constexpr nn::layer_kind kind = nn::kind_of<layer>();
+            if constexpr (kind != nn::layer_kind::dense) {
+              matrix_view<T> dx = input_gradient;
+              if constexpr (l > 0) dx = s.output_gradients[l - 1];
+              if constexpr (kind == nn::layer_kind::max_pool2d) {
+                // δx: each δa routed to its window's argmax
+                if (dx.data != nullptr)
+                  backend::host::max_pool_backward<layer>(dz, s.indices[l], n, dx.data, T(1), false,
+                                                          [](index_t) { return T(1); });
+              } else {
+                // ∂L/∂W = δZ·X̂ᵀ, ∂L/∂b = Σ δz by channel, δx = col2im(Wᵀ·δZ)
+                backend::host::conv_weight_gradient<layer>(gemm_, dz, layer_input<Stack, l>(x, s),
+                                                           gw, s.patches);
+                vector_map(gw + layer::weight_count, layer::out_channels).noalias() =
+                    const_matrix_map(dz, layer::out_channels, layer::pixels * n).rowwise().sum();
+                if (dx.data != nullptr)
+                  backend::host::conv_input_gradient<layer>(gemm_, w, dz, n, dx.data, T(1), false,
+                                                            s.patches);
+              }
             } else {
-              const matrix_view<const T> in = layer_input<Stack, l>(x, s);
-              gemm_.template product<op::none, op::transpose>(
-                  layer::out, layer::in, n, T(1), dz, layer::out, in.data, layer::in, T(0), gw,
-                  layer::out, backend::host::no_finish{},
-                  gemm_.split_layer(layer::out, layer::in, n).weight_gradient);
+              // ∂L/∂W = δz·xᵀ: [out, n]·[n, in]
+              if constexpr (l == 0 && std::is_same_v<Input, sparse_matrix_view<const T>>) {
+                // A sparse x gives PyTorch's dense gradient of W: zero all of it, then add one
+                // scaled column of δz per non-zero (the library's sparse weight gradient).
+                matrix_map(gw, layer::out, layer::in).setZero();
+                backend::host::sparse_weight_gradient<products_type>(dz, layer::out, x, gw);
+              } else {
+                const matrix_view<const T> in = layer_input<Stack, l>(x, s);
+                gemm_.template product<op::none, op::transpose>(
+                    layer::out, layer::in, n, T(1), dz, layer::out, in.data, layer::in, T(0), gw,
+                    layer::out, backend::host::no_finish{},
+                    gemm_.split_layer(layer::out, layer::in, n).weight_gradient);
+              }
+              // ∂L/∂b = Σ_columns δz
+              vector_map(gw + layer::weight_count, layer::out).noalias() =
+                  backend::host::map(s.product_gradients[l]).rowwise().sum();
+              // δx = Wᵀ·δz: [in, out]·[out, n]
+              matrix_view<T> dx = input_gradient;
+              if constexpr (l > 0) dx = s.output_gradients[l - 1];
+              if (dx.data != nullptr)
+                gemm_.template product<op::transpose, op::none>(
+                    layer::in, n, layer::out, T(1), w, layer::out, dz, layer::out, T(0), dx.data,
+                    layer::in, backend::host::no_finish{},
+                    gemm_.split_layer(layer::out, layer::in, n).input_gradient);
             }
-            // ∂L/∂b = Σ_columns δz
-            vector_map(gw + layer::weight_count, layer::out).noalias() =
-                backend::host::map(s.product_gradients[l]).rowwise().sum();
-            // δx = Wᵀ·δz: [in, out]·[out, n]
-            matrix_view<T> dx = input_gradient;
-            if constexpr (l > 0) dx = s.output_gradients[l - 1];
-            if (dx.data != nullptr)
-              gemm_.template product<op::transpose, op::none>(
-                  layer::in, n, layer::out, T(1), w, layer::out, dz, layer::out, T(0), dx.data,
-                  layer::in, backend::host::no_finish{},
-                  gemm_.split_layer(layer::out, layer::in, n).input_gradient);
           }(),
           ...);
     }
@@ -499,7 +545,8 @@ class eager_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
             using layer = typename Stack::template layer<I>;
             const T* gw = grads + Stack::template param_offset<I>();
             sum += double(const_vector_map(gw, layer::weight_count).squaredNorm());
-            sum += double(const_vector_map(gw + layer::weight_count, layer::out).squaredNorm());
+            sum +=
+                double(const_vector_map(gw + layer::weight_count, layer::bias_count).squaredNorm());
           }(),
           ...);
     }

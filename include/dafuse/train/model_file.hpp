@@ -26,6 +26,7 @@
 #include <dafuse/data/npy.hpp>
 #include <dafuse/data/npz.hpp>
 #include <dafuse/nn/activation.hpp>
+#include <dafuse/nn/conv2d.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/step/model.hpp>
 
@@ -242,6 +243,9 @@ inline void check_architecture(std::string_view expected_json,
 //! tools/check_model_export.py builds the PyTorch module from.
 template <class Net>
 std::string model_architecture() {
+  static_assert(!nn::has_image_layers<typename Net::feature_stack>,
+                "dafuse: model files describe dense networks only for now; save an "
+                "nn::conv_net's parameters() with a checkpoint (train/checkpoint.hpp) instead");
   return std::string("{\"format\": \"dafuse-model\", \"format_version\": ") +
          std::to_string(model_file_version) +
          ", \"input\": {\"width\": " + std::to_string(Net::input_width) +

@@ -30,6 +30,7 @@
 #include <dafuse/data/dataset.hpp>
 #include <dafuse/head/head_base.hpp>
 #include <dafuse/nn/activation.hpp>
+#include <dafuse/nn/conv2d.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/nn/init.hpp>
 #include <dafuse/policy/arguments.hpp>
@@ -183,6 +184,9 @@ class executor<System, Step> {
                 "dafuse: head::coral, head::mmd, head::mcc and head::combine run on the host "
                 "systems only for now; train them with system::omp, or use head::dann or "
                 "head::cdan on a device");
+  static_assert(!nn::has_image_layers<typename Step::feature_stack>,
+                "dafuse: convolutional feature extractors (nn::conv_net) run on the host systems "
+                "only for now; train them with system::omp");
 
  private:
   using T = value_type;

@@ -13,6 +13,7 @@
 #pragma once
 #include <dafuse/config.hpp>
 
+#include <dafuse/backend/host/conv.hpp>
 #include <dafuse/backend/host/gemm.hpp>
 #include <dafuse/backend/host/sparse.hpp>
 #include <dafuse/backend/host/tuning.hpp>
@@ -20,6 +21,7 @@
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/nn/activation.hpp>
+#include <dafuse/nn/conv2d.hpp>
 
 #include <Eigen/Core>
 
@@ -59,16 +61,21 @@ const_matrix_map<T> map(matrix_view<const T> v) {
 }
 
 //! The per-layer outputs and output gradients of one stack for a batch of `cols` samples,
-//! carved from a block of `elements(cols)` values that the step owns.
+//! carved from a block of `elements(cols)` values that the step owns; for a stack with image
+//! layers (nn/conv2d.hpp) also each max-pooling's argmax indices and the convolutions' patch
+//! matrix.
 template <class Stack, class T>
 struct stack_scratch {
   std::array<matrix_view<T>, Stack::depth> outputs;    //!< y_l: [out_l, cols]
   std::array<matrix_view<T>, Stack::depth> gradients;  //!< δy_l, then δz_l in place
-  index_t cols = 0;                                    //!< samples
+  std::array<T*, Stack::depth> indices{};  //!< max-pooling l's argmax: [out_l, cols], else null
+  T* patches = nullptr;                    //!< [Stack::patch_elements]: one chunk's im2col
+  index_t cols = 0;                        //!< samples
 
   //! Values needed for `cols` samples; without gradients for inference-only scratch.
   static constexpr index_t elements(index_t cols, bool with_gradients = true) {
-    return Stack::activation_count * cols * (with_gradients ? 2 : 1);
+    return (Stack::activation_count * (with_gradients ? 2 : 1) + Stack::index_count) * cols +
+           Stack::patch_elements;
   }
 
   stack_scratch() = default;
@@ -83,6 +90,12 @@ struct stack_scratch {
                                   cols,
                           Stack::template layer<I>::out, cols}),
          ...);
+      T* after = block + Stack::activation_count * (with_gradients ? 2 : 1) * cols;
+      ((indices[I] = nn::index_count_of<typename Stack::template layer<I>>() > 0
+                         ? after + Stack::template index_offset<I>() * cols
+                         : nullptr),
+       ...);
+      if constexpr (Stack::patch_elements > 0) patches = after + Stack::index_count * cols;
     }
     (std::make_index_sequence<Stack::depth>{});
   }
@@ -393,6 +406,58 @@ struct finish_output_gradient {
   }
 };
 
+//! Backward through image layer l of `Stack` (nn/conv2d.hpp), its δz in s.gradients[l]: a
+//! convolution's ∂L/∂W, ∂L/∂b (their squared norm added to norm_sq) and input gradient, or a
+//! max-pooling's input gradient. Below layer 0 the input gradient is the stack's (α, accumulate,
+//! when asked for); above it, it is the layer below's δy, multiplied by its f' here (to its δz).
+template <class Stack, std::size_t l, class T, class Products, class Input>
+void backward_image_layer(const T* w,
+                          T* gw,
+                          const Input& x,
+                          const stack_scratch<Stack, T>& s,
+                          Products& ws,
+                          matrix_view<T> input_gradient,
+                          T alpha,
+                          bool accumulate,
+                          double& norm_sq) {
+  using layer = typename Stack::template layer<l>;
+  const index_t n = s.cols;
+  const T* dz = s.gradients[l].data;
+  if constexpr (nn::kind_of<layer>() == nn::layer_kind::conv2d) {
+    const matrix_view<const T> in = [&] {
+      if constexpr (l == 0)
+        return matrix_view<const T>(x);
+      else
+        return matrix_view<const T>(s.outputs[l - 1]);
+    }();
+    conv_weight_gradient<layer>(ws, dz, in, gw, s.patches);
+    // ∂L/∂b = Σ over samples and pixels of δz viewed as [C_out, n·pixels].
+    row_sums(matrix_map<T>(const_cast<T*>(dz), layer::out_channels, n * layer::pixels),
+             gw + layer::weight_count);
+    // W then b: one [C_out, P + 1] block.
+    norm_sq +=
+        finish_gradient<Products>{}(gw, layer::out_channels, layer::patch + 1, layer::out_channels);
+    if constexpr (l > 0) {
+      using below = typename Stack::template layer<l - 1>;
+      T* dy = s.gradients[l - 1].data;
+      conv_input_gradient<layer>(ws, w, dz, n, dy, T(1), false, s.patches);
+      multiply_by_derivative<below, Products>(dy, s.outputs[l - 1].data, below::out, n, below::out);
+    } else if (input_gradient.data != nullptr) {
+      conv_input_gradient<layer>(ws, w, dz, n, input_gradient.data, alpha, accumulate, s.patches);
+    }
+  } else {  // max-pooling: no parameters
+    if constexpr (l > 0) {
+      using below = typename Stack::template layer<l - 1>;
+      const T* y = s.outputs[l - 1].data;
+      max_pool_backward<layer>(dz, s.indices[l], n, s.gradients[l - 1].data, T(1), false,
+                               [y](index_t i) { return below::act.derivative_from_output(y[i]); });
+    } else if (input_gradient.data != nullptr) {
+      max_pool_backward<layer>(dz, s.indices[l], n, input_gradient.data, alpha, accumulate,
+                               [](index_t) { return T(1); });
+    }
+  }
+}
+
 //! y_l for every layer of `Stack` on x: [in, n], using the stack's parameters at `params`.
 //! `Products` runs the matrix products and rounds stored values (a gemm_workspace<T> for plain
 //! precision, a mixed_products<F> for bf16/fp16).
@@ -414,13 +479,37 @@ void forward(const T* params,
           const T* w = weights + Stack::template param_offset<I>();
           const T* b = params + Stack::template param_offset<I>() + layer::weight_count;
           T* y = s.outputs[I].data;
-          // y = f(W·x + b): [out, in]·[in, n], the bias and activation applied to each block of
-          // the product as it is finished.
-          const finish_forward<layer, Products, T> finish{y, b};
-          if constexpr (I == 0)
-            input_product<layer>(ws, w, x, y, finish);
-          else
-            input_product<layer>(ws, w, matrix_view<const T>(s.outputs[I - 1]), y, finish);
+          constexpr nn::layer_kind kind = nn::kind_of<layer>();
+          if constexpr (kind != nn::layer_kind::dense) {
+            static_assert(I > 0 || !is_sparse_input<Input, T>,
+                          "dafuse: an image layer (nn::conv2d, nn::max_pool2d) reads dense input; "
+                          "nn::sparse_input cannot wrap an nn::conv_net");
+            static_assert(!Products::rounds,
+                          "dafuse: nn::conv_net runs in fp32 or fp64 on the host; use "
+                          "precision::fp32 for a step with convolutions");
+            const matrix_view<const T> in = [&] {
+              if constexpr (I == 0)
+                return matrix_view<const T>(x);
+              else
+                return matrix_view<const T>(s.outputs[I - 1]);
+            }();
+            if constexpr (kind == nn::layer_kind::conv2d)
+              // y = f(W·X̂ + b) a chunk of samples at a time (conv.hpp), b and f applied to each
+              // finished block.
+              conv_forward<layer>(ws, w, in, y, s.patches, [b](T* c) {
+                return finish_forward<layer, Products, T>{c, b};
+              });
+            else
+              max_pool_forward<layer>(in, y, s.indices[I]);
+          } else {
+            // y = f(W·x + b): [out, in]·[in, n], the bias and activation applied to each block of
+            // the product as it is finished.
+            const finish_forward<layer, Products, T> finish{y, b};
+            if constexpr (I == 0)
+              input_product<layer>(ws, w, x, y, finish);
+            else
+              input_product<layer>(ws, w, matrix_view<const T>(s.outputs[I - 1]), y, finish);
+          }
         }(),
         ...);
   }
@@ -460,28 +549,35 @@ double backward(const T* params,
           const T* w = weights + Stack::template param_offset<l>();
           T* gw = grads + Stack::template param_offset<l>();
           const index_t n = s.cols;
-          if constexpr (l == 0)
-            norm_sq += weight_gradient<layer>(ws, dz, x, gw);
-          else
-            norm_sq += weight_gradient<layer>(ws, dz, matrix_view<const T>(s.outputs[l - 1]), gw);
-          // δx = α·Wᵀ·δz: [in, out]·[out, n]
-          const auto split = ws.split_layer(layer::out, layer::in, n).input_gradient;
-          if constexpr (l > 0) {
-            T* dy = s.gradients[l - 1].data;
-            ws.template product<op::transpose, op::none>(
-                layer::in, n, layer::out, T(1), w, layer::out, dz.data(), layer::out, T(0), dy,
-                layer::in,
-                finish_output_gradient<typename Stack::template layer<l - 1>, Products, T>{
-                    dy, s.outputs[l - 1].data},
-                split);
-          } else if constexpr (is_sparse_input<Input, T>) {
-            if (input_gradient.data != nullptr)
-              fail("layer stack", "input gradient", "none for a sparse input (it is data)",
-                   "a buffer to write it to");
-          } else if (input_gradient.data != nullptr) {
-            ws.template product<op::transpose, op::none>(
-                layer::in, n, layer::out, alpha, w, layer::out, dz.data(), layer::out,
-                accumulate ? T(1) : T(0), input_gradient.data, layer::in, no_finish{}, split);
+          constexpr nn::layer_kind kind = nn::kind_of<layer>();
+          if constexpr (kind != nn::layer_kind::dense) {
+            backward_image_layer<Stack, l>(w, gw, x, s, ws, input_gradient, alpha, accumulate,
+                                           norm_sq);
+            return;
+          } else {
+            if constexpr (l == 0)
+              norm_sq += weight_gradient<layer>(ws, dz, x, gw);
+            else
+              norm_sq += weight_gradient<layer>(ws, dz, matrix_view<const T>(s.outputs[l - 1]), gw);
+            // δx = α·Wᵀ·δz: [in, out]·[out, n]
+            const auto split = ws.split_layer(layer::out, layer::in, n).input_gradient;
+            if constexpr (l > 0) {
+              T* dy = s.gradients[l - 1].data;
+              ws.template product<op::transpose, op::none>(
+                  layer::in, n, layer::out, T(1), w, layer::out, dz.data(), layer::out, T(0), dy,
+                  layer::in,
+                  finish_output_gradient<typename Stack::template layer<l - 1>, Products, T>{
+                      dy, s.outputs[l - 1].data},
+                  split);
+            } else if constexpr (is_sparse_input<Input, T>) {
+              if (input_gradient.data != nullptr)
+                fail("layer stack", "input gradient", "none for a sparse input (it is data)",
+                     "a buffer to write it to");
+            } else if (input_gradient.data != nullptr) {
+              ws.template product<op::transpose, op::none>(
+                  layer::in, n, layer::out, alpha, w, layer::out, dz.data(), layer::out,
+                  accumulate ? T(1) : T(0), input_gradient.data, layer::in, no_finish{}, split);
+            }
           }
         }(),
         ...);

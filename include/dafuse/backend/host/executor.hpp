@@ -26,6 +26,7 @@
 #include <dafuse/core/meta.hpp>
 #include <dafuse/core/system.hpp>
 #include <dafuse/head/head_base.hpp>
+#include <dafuse/nn/conv2d.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/nn/init.hpp>
 #include <dafuse/nn/loss.hpp>
@@ -59,6 +60,9 @@ class executor<System, Step> {
   static constexpr bool sparse_input = Step::sparse_input;
   static constexpr index_t class_count = Step::class_count;
   static constexpr index_t feature_width = Step::feature_width;
+  static_assert(!Step::mixed || !nn::has_image_layers<typename net_type::feature_stack>,
+                "dafuse: nn::conv_net runs in fp32 or fp64 on the host; use precision::fp32 for "
+                "a step with convolutions");
 
  private:
   using Net = net_type;
@@ -825,6 +829,12 @@ class executor<System, Step> {
                                                           layer::in, feature_parts_.block()}
                             : host::detail::product_split::one_thread(layer::out, layer::in),
                   parts > 1 ? feature_parts_.block() : 0};
+            } else if constexpr (nn::kind_of<layer>() != nn::layer_kind::dense) {
+              // A convolution's ∂L/∂W sums products over chunks of samples (host/conv.hpp): one
+              // thread updates it; max-pooling has no weights (an empty block keeps the order).
+              weight_blocks_[next++] = {
+                  begin, layer::weight_rows, layer::weight_cols,
+                  host::detail::product_split::one_thread(layer::weight_rows, layer::weight_cols)};
             } else {
               weight_blocks_[next++] = {
                   begin, layer::out, layer::in,

@@ -1,0 +1,428 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tests for backend/host/conv.hpp and the image layers of backend/host/dense.hpp's forward and
+// backward: against a naive direct convolution / pooling loop, central finite differences in
+// double, and PyTorch vectors (tools/make_conv_vectors.py) for conv→pool→conv→pool→flatten→dense.
+#include <dafuse/backend/host/conv.hpp>
+#include "../check.hpp"
+#include "../torch_vectors.hpp"
+
+#include <dafuse/backend/host/dense.hpp>
+#include <dafuse/backend/host/gemm.hpp>
+#include <dafuse/core/buffer.hpp>
+#include <dafuse/core/rng.hpp>
+#include <dafuse/nn/conv2d.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace {
+
+namespace nn = dafuse::nn;
+namespace host = dafuse::backend::host;
+using dafuse::index_t;
+using dafuse::matrix_view;
+
+// ---- Stacks under test -------------------------------------------------------------------------
+
+// Smooth activations (tanh, sigmoid) so that finite differences see no kink; stride, padding,
+// three input channels, an odd size the pool floors, and a dense layer after flatten.
+using small_net = nn::conv_net<nn::image<7, 9, 3>,
+                               nn::conv2d<3, 4, 3, 1, 1, nn::tanh>,
+                               nn::max_pool2d<2>,
+                               nn::conv2d<4, 5, 2, 2, 1, nn::sigmoid>,
+                               nn::flatten,
+                               nn::dense<2 * 3 * 5, 3, nn::tanh>>;
+// A pooling first (its input gradient is the stack's) and a linear convolution last.
+using pool_first = nn::conv_net<nn::image<6, 6, 2>,
+                                nn::max_pool2d<3>,
+                                nn::conv2d<2, 3, 2, 1, 0, nn::identity>,
+                                nn::flatten>;
+// A convolution whose patch matrix fills the chunk with one sample (5·5·8 values a window, 28·28
+// windows): the products run chunk by chunk.
+using chunked = nn::conv_net<nn::image<32, 32, 8>,
+                             nn::conv2d<8, 6, 5, 1, 0, nn::tanh>,
+                             nn::max_pool2d<4>,
+                             nn::flatten,
+                             nn::dense<7 * 7 * 6, 2, nn::identity>>;
+// Sixteen channels into a stride-1 convolution: its input gradient runs as a convolution itself
+// (nn::transposed_conv2d); the first convolution's, with two channels, through col2im.
+using wide_channels = nn::conv_net<nn::image<6, 5, 2>,
+                                   nn::conv2d<2, 16, 3, 1, 1, nn::tanh>,
+                                   nn::conv2d<16, 3, 3, 1, 0, nn::sigmoid>,
+                                   nn::flatten>;
+// Sixteen channels into the first convolution: the stack's input gradient through the transposed
+// convolution, with α and accumulation.
+using wide_first =
+    nn::conv_net<nn::image<4, 4, 16>, nn::conv2d<16, 2, 3, 1, 1, nn::tanh>, nn::flatten>;
+// tools/make_conv_vectors.py's stack.
+using torch_net = nn::conv_net<nn::image<12, 12, 2>,
+                               nn::conv2d<2, 6, 5, 1, 2>,
+                               nn::max_pool2d<2>,
+                               nn::conv2d<6, 8, 3, 1, 1>,
+                               nn::max_pool2d<2>,
+                               nn::flatten,
+                               nn::dense<72, 10, nn::tanh>>;
+// ReLU, as the LeNet-like network uses.
+using relu_net = nn::conv_net<nn::image<8, 8, 1>,
+                              nn::conv2d<1, 4, 3, 1, 1>,
+                              nn::max_pool2d<2>,
+                              nn::conv2d<4, 6, 3, 1, 1>,
+                              nn::max_pool2d<2>,
+                              nn::flatten,
+                              nn::dense<24, 5, nn::relu>>;
+
+// ---- A naive reference -------------------------------------------------------------------------
+
+//! Layer l's outputs for x: [in, n] by direct loops over every output value: a convolution as
+//! Σ_{kh,kw,c} W(o, kh, kw, c)·x(oh·S − P + kh, ow·S − P + kw, c) + b(o), then f; a max-pool as the
+//! max over its window; a dense layer as W·x + b, then f.
+template <class Stack>
+std::vector<std::vector<double>> naive_forward(const std::vector<double>& params,
+                                               const std::vector<double>& x,
+                                               index_t n) {
+  std::vector<std::vector<double>> ys;
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (
+        [&] {
+          using L = typename Stack::template layer<I>;
+          const std::vector<double>& in = I == 0 ? x : ys.back();
+          const double* w = params.data() + Stack::template param_offset<I>();
+          std::vector<double> y(std::size_t(L::out * n));
+          for (index_t s = 0; s < n; ++s) {
+            const double* xs = in.data() + s * L::in;
+            double* out = y.data() + s * L::out;
+            if constexpr (nn::kind_of<L>() == nn::layer_kind::conv2d) {
+              for (index_t oh = 0; oh < L::out_height; ++oh)
+                for (index_t ow = 0; ow < L::out_width; ++ow)
+                  for (index_t o = 0; o < L::out_channels; ++o) {
+                    double z = w[L::weight_count + o];
+                    for (index_t kh = 0; kh < L::kernel; ++kh)
+                      for (index_t kw = 0; kw < L::kernel; ++kw)
+                        for (index_t c = 0; c < L::in_channels; ++c) {
+                          const index_t ih = oh * L::stride - L::padding + kh;
+                          const index_t iw = ow * L::stride - L::padding + kw;
+                          if (ih < 0 || ih >= L::in_height || iw < 0 || iw >= L::in_width) continue;
+                          z += w[o +
+                                 L::out_channels * (c + L::in_channels * (kw + L::kernel * kh))] *
+                               xs[(ih * L::in_width + iw) * L::in_channels + c];
+                        }
+                    out[(oh * L::out_width + ow) * L::out_channels + o] = L::act(z);
+                  }
+            } else if constexpr (nn::kind_of<L>() == nn::layer_kind::max_pool2d) {
+              for (index_t oh = 0; oh < L::out_height; ++oh)
+                for (index_t ow = 0; ow < L::out_width; ++ow)
+                  for (index_t c = 0; c < L::channels; ++c) {
+                    double m = -std::numeric_limits<double>::infinity();
+                    for (index_t kh = 0; kh < L::kernel; ++kh)
+                      for (index_t kw = 0; kw < L::kernel; ++kw)
+                        m = std::max(
+                            m, xs[((oh * L::kernel + kh) * L::in_width + ow * L::kernel + kw) *
+                                      L::channels +
+                                  c]);
+                    out[(oh * L::out_width + ow) * L::channels + c] = m;
+                  }
+            } else {
+              for (index_t i = 0; i < L::out; ++i) {
+                double z = w[L::weight_count + i];
+                for (index_t k = 0; k < L::in; ++k) z += w[k * L::out + i] * xs[k];
+                out[i] = L::act(z);
+              }
+            }
+          }
+          ys.push_back(std::move(y));
+        }(),
+        ...);
+  }
+  (std::make_index_sequence<Stack::depth>{});
+  return ys;
+}
+
+std::vector<double> uniform_vector(std::size_t count, dafuse::counter_rng& rng) {
+  std::vector<double> v(count);
+  for (double& e : v) e = rng.uniform<double>(-1.0, 1.0);
+  return v;
+}
+
+//! Random parameters (scaled by 1/√fan-in so that activations stay in their curved range), input
+//! x: [in, n] and loss weights R: [out, n] for L = Σ R·y.
+template <class Net>
+struct problem {
+  using stack = typename Net::template stack<true>;
+  index_t n = 5;
+  dafuse::counter_rng rng{20261204, dafuse::rng_stream::user};
+  std::vector<double> params, x, weights;
+  explicit problem(index_t samples = 5) : n(samples) {
+    params = uniform_vector(stack::param_count, rng);
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (
+          [&] {
+            using L = typename stack::template layer<I>;
+            if constexpr (L::param_count > 0)
+              for (index_t k = 0; k < L::param_count; ++k)
+                params[std::size_t(stack::template param_offset<I>() + k)] *=
+                    1.5 / std::sqrt(double(L::fan_in));
+          }(),
+          ...);
+    }
+    (std::make_index_sequence<stack::depth>{});
+    x = uniform_vector(std::size_t(stack::in * n), rng);
+    weights = uniform_vector(std::size_t(stack::out * n), rng);
+  }
+  double loss(const std::vector<double>& p, const std::vector<double>& in) const {
+    const auto ys = naive_forward<stack>(p, in, n);
+    double l = 0;
+    for (std::size_t i = 0; i < weights.size(); ++i) l += weights[i] * ys.back()[i];
+    return l;
+  }
+};
+
+//! The library's scratch (filled with NaN, so a value read before it is written shows) and a
+//! GEMM workspace for every product of the stack.
+template <class Stack, class T>
+struct scratch_block {
+  std::vector<T> storage;
+  host::stack_scratch<Stack, T> s;
+  host::gemm_workspace<T> ws;
+  explicit scratch_block(index_t cols, int threads = 0)
+      : storage(std::size_t(host::stack_scratch<Stack, T>::elements(cols)),
+                std::numeric_limits<T>::quiet_NaN()),
+        s(storage.data(), cols),
+        ws(4096, 4096, 4096, threads) {}
+  void set_output_gradient(const std::vector<double>& r) {
+    const matrix_view<T> dy = s.output_gradient();
+    for (index_t i = 0; i < dy.size(); ++i) dy.data[i] = T(r[std::size_t(i)]);
+  }
+};
+
+template <class T>
+std::vector<T> cast(const std::vector<double>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+double max_relative_error(const std::vector<double>& a, const std::vector<double>& b) {
+  return dafuse::test::max_relative_error(std::span(a), std::span(b));
+}
+
+//! The library's forward, then backward from δy = R: ∂L/∂θ and ∂L/∂x in double.
+template <class Net>
+struct library_gradients {
+  std::vector<double> params, x, y;
+  double norm_sq = 0;
+};
+template <class Net>
+library_gradients<Net> run_library(const problem<Net>& pb, int threads = 0) {
+  using stack = typename Net::template stack<true>;
+  scratch_block<stack, double> sb(pb.n, threads);
+  const matrix_view<const double> x{pb.x.data(), stack::in, pb.n};
+  host::forward(pb.params.data(), x, sb.s, sb.ws);
+  library_gradients<Net> g;
+  g.y.assign(sb.s.output().data, sb.s.output().data + sb.s.output().size());
+  sb.set_output_gradient(pb.weights);
+  g.params.assign(pb.params.size(), std::numeric_limits<double>::quiet_NaN());
+  g.x.assign(pb.x.size(), std::numeric_limits<double>::quiet_NaN());
+  g.norm_sq = host::backward(pb.params.data(), g.params.data(), x, sb.s, sb.ws,
+                             matrix_view<double>{g.x.data(), stack::in, pb.n});
+  return g;
+}
+
+//! Central differences of the naive loss at every `stride`-th parameter (the others NaN).
+template <class Net>
+std::vector<double> fd_parameters(const problem<Net>& pb, std::size_t stride = 1) {
+  std::vector<double> fd(pb.params.size(), std::numeric_limits<double>::quiet_NaN());
+  const double h = 1e-6;
+  for (std::size_t p = 0; p < pb.params.size(); p += stride) {
+    std::vector<double> plus = pb.params, minus = pb.params;
+    plus[p] += h;
+    minus[p] -= h;
+    fd[p] = (pb.loss(plus, pb.x) - pb.loss(minus, pb.x)) / (2 * h);
+  }
+  return fd;
+}
+template <class Net>
+std::vector<double> fd_input(const problem<Net>& pb, std::size_t stride = 1) {
+  std::vector<double> fd(pb.x.size(), std::numeric_limits<double>::quiet_NaN());
+  const double h = 1e-6;
+  for (std::size_t k = 0; k < pb.x.size(); k += stride) {
+    std::vector<double> plus = pb.x, minus = pb.x;
+    plus[k] += h;
+    minus[k] -= h;
+    fd[k] = (pb.loss(pb.params, plus) - pb.loss(pb.params, minus)) / (2 * h);
+  }
+  return fd;
+}
+
+//! Largest |a − b| where b is defined, relative to the largest |b| there.
+double error_where_defined(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> ax, bx;
+  for (std::size_t i = 0; i < b.size(); ++i)
+    if (!std::isnan(b[i])) {
+      ax.push_back(a[i]);
+      bx.push_back(b[i]);
+    }
+  REQUIRE(!bx.empty());
+  return max_relative_error(ax, bx);
+}
+
+}  // namespace
+
+TYPE_TO_STRING_AS("conv(tanh) pool conv(sigmoid, stride 2) dense", small_net);
+TYPE_TO_STRING_AS("pool conv(linear)", pool_first);
+TYPE_TO_STRING_AS("conv 16->2 first", wide_first);
+TYPE_TO_STRING_AS("conv 2->16, conv 16->3 (transposed input gradient)", wide_channels);
+TYPE_TO_STRING_AS("conv 32x32x8 chunked", chunked);
+TYPE_TO_STRING_AS("conv(relu) pool conv(relu) pool dense", relu_net);
+
+TEST_CASE("im2col lays out each window's (kh, kw, c) values with zeros over the padding") {
+  // 3 × 3 image, 2 channels, 2 × 2 kernel, padding 1, stride 2: 2 × 2 windows.
+  using L = nn::conv_net<nn::image<3, 3, 2>, nn::conv2d<2, 1, 2, 2, 1>,
+                         nn::flatten>::stack<true>::layer<0>;
+  static_assert(L::out_height == 2 && L::out_width == 2 && L::patch == 8);
+  std::vector<float> x(18);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = float(i + 1);  // (h, w, c) at 1 + (3h + w)·2 + c
+  std::vector<float> p(8 * 4, -1.0f);
+  host::im2col<L>(x.data(), 1, p.data());
+  // Window (0, 0) covers rows −1, 0 and columns −1, 0: only (0, 0) is inside.
+  const std::vector<float> w00{0, 0, 0, 0, 0, 0, 1, 2};
+  // Window (1, 1) covers rows 1, 2 and columns 1, 2.
+  const std::vector<float> w11{9, 10, 11, 12, 15, 16, 17, 18};
+  CHECK(std::vector<float>(p.begin(), p.begin() + 8) == w00);
+  CHECK(std::vector<float>(p.begin() + 24, p.end()) == w11);
+}
+
+TEST_CASE_TEMPLATE("host forward of a conv stack matches a direct convolution loop",
+                   Net,
+                   small_net,
+                   pool_first,
+                   chunked,
+                   relu_net,
+                   wide_channels) {
+  using stack = typename Net::template stack<true>;
+  const problem<Net> pb(3);
+  const auto ref = naive_forward<stack>(pb.params, pb.x, pb.n);
+  const auto g = run_library(pb);
+  CHECK(max_relative_error(g.y, ref.back()) < 1e-12);
+
+  // fp32 on the AVX-512 kernel where the build targets it.
+  scratch_block<stack, float> sb(pb.n);
+  const std::vector<float> pf = cast<float>(pb.params), xf = cast<float>(pb.x);
+  host::forward(pf.data(), matrix_view<const float>{xf.data(), stack::in, pb.n}, sb.s, sb.ws);
+  const std::vector<double> yf(sb.s.output().data, sb.s.output().data + sb.s.output().size());
+  CHECK(max_relative_error(yf, ref.back()) < 1e-5);
+}
+
+TEST_CASE("max-pooling records the first maximum of each window and routes gradients to it") {
+  using L = nn::conv_net<nn::image<2, 4, 1>, nn::max_pool2d<2>, nn::flatten>::stack<true>::layer<0>;
+  // Two windows: [1 5; 2 5] (a tie: the first 5, position 1) and [3 0; 4 −1] (position 2).
+  const std::vector<double> x{1, 5, 3, 0, 2, 5, 4, -1};
+  std::vector<double> y(2), idx(2);
+  host::max_pool_forward<L>(matrix_view<const double>{x.data(), 8, 1}, y.data(), idx.data());
+  CHECK(y == std::vector<double>{5, 4});
+  CHECK(idx == std::vector<double>{1, 2});
+  std::vector<double> dx(8, 7.0);
+  const std::vector<double> dy{0.5, -2.0};
+  host::max_pool_backward<L>(dy.data(), idx.data(), 1, dx.data(), 1.0, false,
+                             [](index_t) { return 1.0; });
+  CHECK(dx == std::vector<double>{0, 0.5, 0, 0, 0, 0, -2.0, 0});
+  // A NaN in a window wins, as in PyTorch.
+  const std::vector<double> xn{1, 5, 3, 0, std::nan(""), 5, 4, -1};
+  host::max_pool_forward<L>(matrix_view<const double>{xn.data(), 8, 1}, y.data(), idx.data());
+  CHECK(std::isnan(y[0]));
+  CHECK(idx[0] == 2);
+}
+
+TEST_CASE_TEMPLATE("host backward of a conv stack matches finite differences",
+                   Net,
+                   small_net,
+                   pool_first,
+                   relu_net,
+                   wide_channels,
+                   wide_first) {
+  static_assert(wide_channels::stack<true>::layer<1>::transposed_input_gradient);
+  const problem<Net> pb;
+  const auto g = run_library(pb);
+  for (double v : g.params) REQUIRE(std::isfinite(v));
+  for (double v : g.x) REQUIRE(std::isfinite(v));
+  CHECK(error_where_defined(g.params, fd_parameters(pb)) < 1e-6);
+  CHECK(error_where_defined(g.x, fd_input(pb)) < 1e-6);
+  double sum_sq = 0;
+  for (double v : g.params) sum_sq += v * v;
+  CHECK(g.norm_sq == doctest::Approx(sum_sq).epsilon(1e-12));
+}
+
+TEST_CASE("host backward of a conv stack run chunk by chunk matches finite differences") {
+  static_assert(chunked::stack<true>::layer<0>::chunk_samples == 1);
+  const problem<chunked> pb(3);  // three chunks
+  const auto g = run_library(pb);
+  CHECK(error_where_defined(g.params, fd_parameters(pb, 7)) < 1e-6);
+  CHECK(error_where_defined(g.x, fd_input(pb, 97)) < 1e-6);
+  // The same on one thread: the split of the products changes nothing beyond rounding.
+  const auto one = run_library(pb, 1);
+  CHECK(max_relative_error(one.params, g.params) < 1e-12);
+  CHECK(max_relative_error(one.x, g.x) < 1e-12);
+}
+
+TEST_CASE_TEMPLATE(
+    "host backward of a conv stack scales its input gradient by alpha and accumulates",
+    Net,
+    small_net,
+    pool_first,
+    wide_first) {
+  using stack = typename Net::template stack<true>;
+  const problem<Net> pb;
+  const auto g = run_library(pb);
+  scratch_block<stack, double> sb(pb.n);
+  const matrix_view<const double> x{pb.x.data(), stack::in, pb.n};
+  host::forward(pb.params.data(), x, sb.s, sb.ws);
+  std::vector<double> grads(pb.params.size());
+  std::vector<double> dx(pb.x.size(), 0.25);
+  sb.set_output_gradient(pb.weights);
+  host::backward(pb.params.data(), grads.data(), x, sb.s, sb.ws,
+                 matrix_view<double>{dx.data(), stack::in, pb.n}, -0.7, true);
+  for (std::size_t i = 0; i < dx.size(); ++i)
+    CHECK(dx[i] == doctest::Approx(0.25 - 0.7 * g.x[i]).epsilon(1e-12));
+  CHECK(max_relative_error(grads, g.params) < 1e-14);
+}
+
+TEST_CASE_TEMPLATE("a conv, pool, conv, pool, flatten, dense stack matches PyTorch",
+                   T,
+                   float,
+                   double) {
+  using stack = torch_net::stack<true>;
+  namespace test = dafuse::test;
+  const std::vector<float> params = test::load_vector("conv_stack_params");
+  const std::vector<float> x = test::load_vector("conv_stack_x");
+  const std::vector<float> r = test::load_vector("conv_stack_r");
+  const std::vector<float> y_ref = test::load_vector("conv_stack_y");
+  const std::vector<float> g_ref = test::load_vector("conv_stack_param_grads");
+  const std::vector<float> dx_ref = test::load_vector("conv_stack_input_grads");
+  constexpr index_t n = 4;
+  REQUIRE(params.size() == std::size_t(stack::param_count));
+  REQUIRE(x.size() == std::size_t(stack::in * n));
+  REQUIRE(y_ref.size() == std::size_t(stack::out * n));
+
+  scratch_block<stack, T> sb(n);
+  const std::vector<T> p(params.begin(), params.end()), xt(x.begin(), x.end());
+  const matrix_view<const T> xv{xt.data(), stack::in, n};
+  host::forward(p.data(), xv, sb.s, sb.ws);
+  const matrix_view<T> dy = sb.s.output_gradient();
+  for (index_t i = 0; i < dy.size(); ++i) dy.data[i] = T(r[std::size_t(i)]);
+  const auto as_double = [](const auto* v, std::size_t count) {
+    return std::vector<double>(v, v + count);
+  };
+  const std::vector<double> y = as_double(sb.s.output().data, y_ref.size());
+  std::vector<T> grads(p.size()), dx(xt.size());
+  host::backward(p.data(), grads.data(), xv, sb.s, sb.ws, matrix_view<T>{dx.data(), stack::in, n});
+  const double tolerance = std::is_same_v<T, float> ? 1e-5 : 1e-6;  // the files hold fp32 values
+  CHECK(max_relative_error(y, as_double(y_ref.data(), y_ref.size())) < tolerance);
+  CHECK(max_relative_error(as_double(grads.data(), grads.size()),
+                           as_double(g_ref.data(), g_ref.size())) < tolerance);
+  CHECK(max_relative_error(as_double(dx.data(), dx.size()),
+                           as_double(dx_ref.data(), dx_ref.size())) < tolerance);
+}
