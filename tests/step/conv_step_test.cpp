@@ -3,6 +3,7 @@
 // central finite differences of its losses in double; eager_step against train_step (fp64 to
 // 1e-12, fp32 to 1e-5) through eager_step_cases.hpp; the LeNet-like DANN of the issue in fp32.
 #include "eager_step_cases.hpp"
+#include "gradient_checks.hpp"
 
 #include <dafuse/nn/conv2d.hpp>
 
@@ -44,45 +45,10 @@ using lenet = nn::conv_net<nn::image<16, 16, 1>,
                            nn::dense<100, 100, nn::relu>>;
 using lenet_dann = nn::dann_net<lenet, nn::linear<100, 10>, nn::mlp<100, 100, 1, nn::relu>>;
 
+//! Pixels uniform in [0, 1), as images are.
 template <class Step>
 void fill_batch(Step& step) {
-  df::counter_rng rng(7, df::rng_stream::user);
-  auto x = step.input();
-  for (df::index_t i = 0; i < x.size(); ++i) x.data[i] = rng.uniform<double>(0.0, 1.0);
-  for (auto& y : step.source_labels()) y = std::int32_t(rng.below(Step::class_count));
-}
-
-// ∂L_y/∂θ_y, ∂L_d/∂θ_d and ∂L_y/∂θ_f − λ·∂L_d/∂θ_f against central differences of the losses.
-template <class Net>
-void check_step_gradients(double lambda) {
-  using step_type = df::train_step<Net, df::loader::sync, df::precision::fp64, df::clip::none,
-                                   df::head::dann<df::schedule::ganin>, df::optim::sgd>;
-  step_type step(df::fit_args{.batch = 3, .seed = 3});
-  fill_batch(step);
-  step.compute_gradients(lambda);
-  const std::vector<double> analytic(step.gradients().begin(), step.gradients().end());
-  const double h = 1e-6;
-  auto params = step.parameters();
-  std::vector<double> numeric(params.size(), 0.0);
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    const double keep = params[i];
-    params[i] = keep + h;
-    const df::step_report plus = step.compute_gradients(lambda);
-    params[i] = keep - h;
-    const df::step_report minus = step.compute_gradients(lambda);
-    params[i] = keep;
-    const double d_label = (plus.label_loss - minus.label_loss) / (2 * h);
-    const double d_domain = (plus.domain_loss - minus.domain_loss) / (2 * h);
-    const auto j = df::index_t(i);
-    numeric[i] = j < Net::classifier_offset      ? d_label - lambda * d_domain
-                 : j < Net::discriminator_offset ? d_label
-                                                 : d_domain;
-  }
-  CHECK(df::test::max_relative_error(std::span<const double>(analytic),
-                                     std::span<const double>(numeric)) < 1e-7);
-  double sq = 0;
-  for (double g : analytic) sq += g * g;
-  CHECK(step.compute_gradients(lambda).grad_norm == doctest::Approx(std::sqrt(sq)).epsilon(1e-12));
+  df::test::fill_batch(step, [](df::counter_rng& rng) { return rng.uniform<double>(0.0, 1.0); });
 }
 
 using namespace eager_cases;
@@ -103,7 +69,11 @@ struct conv_source_only_fp64 : both<relu_conv_dann, fp64, per_module_norm, sourc
 }  // namespace
 
 TEST_CASE("a conv DANN step's gradients equal finite differences through the reversal") {
-  check_step_gradients<conv_dann>(0.7);
+  df::train_step<conv_dann, df::loader::sync, df::precision::fp64, df::clip::none,
+                 df::head::dann<df::schedule::ganin>, df::optim::sgd>
+      step(df::fit_args{.batch = 3, .seed = 3});
+  fill_batch(step);
+  df::test::check_step_gradients(step, 0.7);
 }
 
 TEST_CASE_TEMPLATE("eager_step trains a conv_net's weights as train_step does",
