@@ -458,6 +458,36 @@ void backward_image_layer(const T* w,
   }
 }
 
+//! Forward through image layer i of `Stack` (nn/conv2d.hpp) into s.outputs[i]. A function of its
+//! own, not a branch of forward()'s fold: clang 14 checks a discarded `if constexpr` branch of a
+//! lambda in a fold, where these static_asserts and the dense view of x would not hold.
+template <class Stack, std::size_t i, class T, class Products, class Input>
+void forward_image_layer(
+    const T* w, const T* b, const Input& x, const stack_scratch<Stack, T>& s, Products& ws) {
+  using layer = typename Stack::template layer<i>;
+  T* y = s.outputs[i].data;
+  static_assert(i > 0 || !is_sparse_input<Input, T>,
+                "dafuse: an image layer (nn::conv2d, nn::max_pool2d) reads dense input; "
+                "nn::sparse_input cannot wrap an nn::conv_net");
+  static_assert(!Products::rounds,
+                "dafuse: nn::conv_net runs in fp32 or fp64 on the host; use "
+                "precision::fp32 for a step with convolutions");
+  const matrix_view<const T> in = [&] {
+    if constexpr (i == 0)
+      return matrix_view<const T>(x);
+    else
+      return matrix_view<const T>(s.outputs[i - 1]);
+  }();
+  if constexpr (nn::kind_of<layer>() == nn::layer_kind::conv2d)
+    // y = f(W·X̂ + b) a chunk of samples at a time (conv.hpp), b and f applied to each
+    // finished block.
+    conv_forward<layer>(ws, w, in, y, s.patches, [b](T* c) {
+      return finish_forward<layer, Products, T>{c, b};
+    });
+  else
+    max_pool_forward<layer>(in, y, s.indices[i]);
+}
+
 //! y_l for every layer of `Stack` on x: [in, n], using the stack's parameters at `params`.
 //! `Products` runs the matrix products and rounds stored values (a gemm_workspace<T> for plain
 //! precision, a mixed_products<F> for bf16/fp16).
@@ -481,26 +511,7 @@ void forward(const T* params,
           T* y = s.outputs[I].data;
           constexpr nn::layer_kind kind = nn::kind_of<layer>();
           if constexpr (kind != nn::layer_kind::dense) {
-            static_assert(I > 0 || !is_sparse_input<Input, T>,
-                          "dafuse: an image layer (nn::conv2d, nn::max_pool2d) reads dense input; "
-                          "nn::sparse_input cannot wrap an nn::conv_net");
-            static_assert(!Products::rounds,
-                          "dafuse: nn::conv_net runs in fp32 or fp64 on the host; use "
-                          "precision::fp32 for a step with convolutions");
-            const matrix_view<const T> in = [&] {
-              if constexpr (I == 0)
-                return matrix_view<const T>(x);
-              else
-                return matrix_view<const T>(s.outputs[I - 1]);
-            }();
-            if constexpr (kind == nn::layer_kind::conv2d)
-              // y = f(W·X̂ + b) a chunk of samples at a time (conv.hpp), b and f applied to each
-              // finished block.
-              conv_forward<layer>(ws, w, in, y, s.patches, [b](T* c) {
-                return finish_forward<layer, Products, T>{c, b};
-              });
-            else
-              max_pool_forward<layer>(in, y, s.indices[I]);
+            forward_image_layer<Stack, I>(w, b, x, s, ws);
           } else {
             // y = f(W·x + b): [out, in]·[in, n], the bias and activation applied to each block of
             // the product as it is finished.
