@@ -52,7 +52,7 @@ inline constexpr int team_max_backoff = 4096;
 //! A team kept off returns only when, since it went off, the process's processors sat idle for
 //! at least this many processors on average (idle_processors.hpp), judged over at least
 //! team_idle_min_seconds (Linux counts idle time in 10 ms ticks).
-// 2 cores: a step on the calling thread reads 0.89 quiet, 0.00 beside 1-2 busy processes;
+// 2 cores: a step on the calling thread reads 0.89 quiet, 0.00 beside two busy processes;
 // docs/benchmarks.md "Training beside other work"
 inline constexpr double team_idle_to_return = 0.5;
 inline constexpr double team_idle_min_seconds = 0.1;
