@@ -231,30 +231,31 @@ library_gradients<Net> run_library(const problem<Net>& pb, int threads = 0) {
   return g;
 }
 
-//! Central differences of the naive loss at every `stride`-th parameter (the others NaN).
-template <class Net>
-std::vector<double> fd_parameters(const problem<Net>& pb, std::size_t stride = 1) {
-  std::vector<double> fd(pb.params.size(), std::numeric_limits<double>::quiet_NaN());
+//! Central differences of loss(v) at every `stride`-th value of v (the others NaN).
+template <class Loss>
+std::vector<double> central_differences(const std::vector<double>& v,
+                                        Loss loss,
+                                        std::size_t stride) {
+  std::vector<double> fd(v.size(), std::numeric_limits<double>::quiet_NaN());
   const double h = 1e-6;
-  for (std::size_t p = 0; p < pb.params.size(); p += stride) {
-    std::vector<double> plus = pb.params, minus = pb.params;
-    plus[p] += h;
-    minus[p] -= h;
-    fd[p] = (pb.loss(plus, pb.x) - pb.loss(minus, pb.x)) / (2 * h);
+  for (std::size_t k = 0; k < v.size(); k += stride) {
+    std::vector<double> plus = v, minus = v;
+    plus[k] += h;
+    minus[k] -= h;
+    fd[k] = (loss(plus) - loss(minus)) / (2 * h);
   }
   return fd;
 }
+//! The naive loss's central differences at every `stride`-th parameter, or input value.
+template <class Net>
+std::vector<double> fd_parameters(const problem<Net>& pb, std::size_t stride = 1) {
+  return central_differences(
+      pb.params, [&](const std::vector<double>& p) { return pb.loss(p, pb.x); }, stride);
+}
 template <class Net>
 std::vector<double> fd_input(const problem<Net>& pb, std::size_t stride = 1) {
-  std::vector<double> fd(pb.x.size(), std::numeric_limits<double>::quiet_NaN());
-  const double h = 1e-6;
-  for (std::size_t k = 0; k < pb.x.size(); k += stride) {
-    std::vector<double> plus = pb.x, minus = pb.x;
-    plus[k] += h;
-    minus[k] -= h;
-    fd[k] = (pb.loss(pb.params, plus) - pb.loss(pb.params, minus)) / (2 * h);
-  }
-  return fd;
+  return central_differences(
+      pb.x, [&](const std::vector<double>& x) { return pb.loss(pb.params, x); }, stride);
 }
 
 //! Largest |a − b| where b is defined, relative to the largest |b| there.
