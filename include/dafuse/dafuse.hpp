@@ -4,6 +4,7 @@
 #pragma once
 #include <dafuse/config.hpp>
 
+#include <dafuse/backend/device/omp_device.hpp>
 #include <dafuse/backend/select.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>

@@ -2,6 +2,7 @@
 // (system::cuda; system::omp_device here, its CPU stand-in) refuses them with a sentence.
 // expect: dafuse: head::coral, head::mmd, head::mcc and head::combine run on the host
 // errors: 1
+#include <dafuse/backend/device/omp_device.hpp>
 #include <dafuse/head/coral.hpp>
 #include "common.hpp"
 #ifdef DAFUSE_COMPILE_FAIL

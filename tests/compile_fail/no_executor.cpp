@@ -6,7 +6,6 @@
 struct device_only_system {
   template <class T>
   using vector = df::system::omp::vector<T>;
-  static auto policy() { return df::system::omp::policy(); }
   static constexpr bool host_accessible = false;
 };
 #ifdef DAFUSE_COMPILE_FAIL

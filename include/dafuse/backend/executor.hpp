@@ -113,10 +113,10 @@ namespace backend {
 template <class System, class Step>
 class executor {
   static_assert(dependent_false<System>,
-                "dafuse: no executor for this system; include <dafuse/backend/host/executor.hpp> "
-                "for system::omp and system::cpp, <dafuse/backend/device/executor.hpp> for "
-                "system::omp_device, <dafuse/backend/cuda/executor.cuh> (nvcc) for system::cuda "
-                "(backend/select.hpp does), or name a system that has one");
+                "dafuse: no executor for this system; system::omp and system::cpp have the host "
+                "executor (backend/select.hpp), system::omp_device includes its own with "
+                "<dafuse/backend/device/omp_device.hpp>, system::cuda with "
+                "<dafuse/backend/cuda/executor.cuh> (nvcc); or name a system that has one");
 };
 
 }  // namespace backend

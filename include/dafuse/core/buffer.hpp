@@ -12,9 +12,6 @@
 #include <dafuse/core/meta.hpp>
 #include <dafuse/core/system.hpp>
 
-#include <thrust/copy.h>
-#include <thrust/fill.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -98,7 +95,7 @@ class buffer {
     if constexpr (System::host_accessible)
       std::copy(other.data(), other.data() + other.size_, data());
     else
-      thrust::copy(System::policy(), other.data(), other.data() + other.size_, data());
+      System::copy(other.data(), other.size_, data());  // a device system's own copy
   }
   buffer(buffer&& other) noexcept { swap(other); }
   buffer& operator=(buffer other) noexcept {
@@ -130,7 +127,7 @@ class buffer {
     if constexpr (System::host_accessible)
       std::fill(data(), data() + size_, value);
     else
-      thrust::fill(System::policy(), data(), data() + size_, value);
+      System::fill(data(), size_, value);  // a device system's own fill
   }
 
  private:

@@ -1,48 +1,42 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file core/system.hpp
-//! @brief Where memory lives and algorithms run: Thrust's OpenMP and serial (CPP) systems.
+//! @brief Where memory lives and algorithms run: the host systems (OpenMP threads, or serial).
 //!
-//! A system names a vector type and a Thrust execution policy. The host backend is written once
-//! against this pair; backend/select.hpp is the one place that picks which system a step uses.
-//! The host systems keep their memory in std::vector (host memory is host memory) and include
-//! only Thrust's execution policy objects, not its vectors and algorithms: a translation unit
-//! pays for the Thrust algorithms it calls (docs/benchmarks.md, "Compile time").
+//! A system names a vector type and whether the host can read its memory. The host backend is
+//! written once against it; backend/select.hpp is the one place that picks which system a step
+//! uses. The host systems need nothing of Thrust: their memory is std::vector and every host
+//! algorithm is the standard library's or dafuse's own, so a host-only translation unit parses
+//! no Thrust at all (docs/benchmarks.md, "Compile time"). A device system (one whose memory the
+//! host cannot read: backend/device/omp_device.hpp, backend/cuda/system.cuh) brings Thrust with
+//! it, and the copies, fills and loops that buffers and loaders run in its memory
+//! (backend/device/thrust_memory.hpp; the concept backend::device_system).
 #pragma once
 #include <dafuse/config.hpp>
-
-// The policies alone; <thrust/system/omp/execution_policy.h> would bring every algorithm of the
-// system with them.
-#include <thrust/system/cpp/detail/par.h>
-#include <thrust/system/omp/detail/par.h>
 
 #include <concepts>
 #include <vector>
 
 namespace dafuse::system {
 
-//! Host memory, algorithms on OpenMP threads (Thrust's OMP system). Host pointers, so Eigen
-//! maps can read them directly.
+//! Host memory, algorithms on OpenMP threads. Host pointers, so Eigen maps can read them directly.
 struct omp {
   template <class T>
-  using vector = std::vector<T>;                     //!< owning storage in this system
-  static auto policy() { return thrust::omp::par; }  //!< Thrust execution policy
-  static constexpr bool host_accessible = true;      //!< raw pointers usable on the host
+  using vector = std::vector<T>;                 //!< owning storage in this system
+  static constexpr bool host_accessible = true;  //!< raw pointers usable on the host
 };
 
-//! Host memory, serial algorithms (Thrust's CPP system): for debugging and single-thread runs.
+//! Host memory, serial algorithms: for debugging and single-thread runs.
 struct cpp {
   template <class T>
-  using vector = std::vector<T>;                     //!< owning storage in this system
-  static auto policy() { return thrust::cpp::par; }  //!< Thrust execution policy
-  static constexpr bool host_accessible = true;      //!< raw pointers usable on the host
+  using vector = std::vector<T>;                 //!< owning storage in this system
+  static constexpr bool host_accessible = true;  //!< raw pointers usable on the host
 };
 
-//! What a system provides: a vector type, an execution policy and whether the host can read its
-//! memory.
+//! What a system provides: a vector type and whether the host can read its memory (a device
+//! system more: backend::device_system).
 template <class S>
 concept system_policy = requires {
   typename S::template vector<float>;
-  S::policy();
   { S::host_accessible } -> std::convertible_to<bool>;
 };
 

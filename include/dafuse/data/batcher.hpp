@@ -21,10 +21,6 @@
 #include <dafuse/data/prefetch.hpp>
 #include <dafuse/policy/loader.hpp>
 
-#include <thrust/copy.h>
-#include <thrust/for_each.h>
-#include <thrust/iterator/counting_iterator.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -61,7 +57,7 @@ class batcher<loader::sync, System> {
     const std::span<const index_t> idx = draws_.draw(x, labels);
     const std::size_t values = idx.size() * std::size_t(source_.width);
     detail::gather_on_host(source_, target_, idx, std::span(staging_).first(values), labels);
-    thrust::copy(staging_.begin(), staging_.begin() + std::ptrdiff_t(values), x.data);
+    std::copy_n(staging_.begin(), values, x.data);
     wait_.stop(start);
   }
 
@@ -106,7 +102,7 @@ class batcher<loader::resident, System> {
     const std::span<const index_t> idx = draws_.draw(x, labels);
     const index_t b = draws_.batch(), rows = index_t(idx.size()), w = width_;
     if constexpr (System::host_accessible)
-      thrust::copy(idx.begin(), idx.end(), indices_.data());
+      std::copy(idx.begin(), idx.end(), indices_.data());
     else
       System::upload(indices_.data(), idx.data(), idx.size_bytes());
     const index_t* index = indices_.data();
@@ -126,8 +122,7 @@ class batcher<loader::resident, System> {
       // thread.
       for (index_t c = 0; c < rows; ++c) gather(c);
     } else {
-      thrust::for_each(System::policy(), thrust::counting_iterator<index_t>(0),
-                       thrust::counting_iterator<index_t>(rows), gather);
+      System::for_each_index(rows, gather);
     }
     wait_.stop(start);
   }
@@ -143,7 +138,7 @@ class batcher<loader::resident, System> {
   template <class V>
   static void copy_in(const std::vector<V>& from, buffer<V, System>& to) {
     if constexpr (System::host_accessible)
-      thrust::copy(from.begin(), from.end(), to.data());
+      std::copy(from.begin(), from.end(), to.data());
     else
       System::upload(to.data(), from.data(), from.size() * sizeof(V));
   }

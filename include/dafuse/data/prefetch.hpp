@@ -22,8 +22,6 @@
 #include <dafuse/data/dataset.hpp>
 #include <dafuse/policy/loader.hpp>
 
-#include <thrust/copy.h>
-
 #include <algorithm>
 #include <array>
 #include <condition_variable>
@@ -101,7 +99,7 @@ class batcher<loader::prefetch<Workers, Depth>, System> {
     if (!s.ready) std::rethrow_exception(error_);  // batch n failed: it never becomes ready
     lock.unlock();
     // No worker touches slot n mod Depth until taken_ passes n, so it is read without the lock.
-    thrust::copy(s.features.begin(), s.features.end(), x.data);
+    std::copy(s.features.begin(), s.features.end(), x.data);
     std::copy(s.labels.begin(), s.labels.end(), labels.begin());
     lock.lock();
     s.ready = false;

@@ -6,6 +6,7 @@
 #error \
     "dafuse: backend/cuda/ headers are CUDA code: compile this translation unit with nvcc (a .cu file), or name system::omp for the host backend"
 #endif
+#include <dafuse/backend/device/thrust_memory.hpp>
 #include <dafuse/config.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/system.hpp>
@@ -23,7 +24,7 @@ namespace dafuse::system {
 //! default stream (buffers use it when they are made); policy(stream) queues on a step's own
 //! stream and never waits on the host (Thrust's par_nosync), so a step's phases can be queued,
 //! and captured into a CUDA graph, without a host round trip.
-struct cuda {
+struct cuda : backend::device::thrust_memory<cuda> {
   template <class T>
   using vector = thrust::cuda::vector<T>;             //!< owning storage in device memory
   static auto policy() { return thrust::cuda::par; }  //!< Thrust execution policy

@@ -8,8 +8,10 @@
 //! products, the sums and the copies (device_primitives) differ. A step on omp_device exposes no
 //! span of its memory, as a CUDA step does: state moves through read_*/write_* copies.
 #pragma once
+#include <dafuse/backend/device/executor.hpp>
 #include <dafuse/backend/device/primitives.hpp>
 #include <dafuse/backend/device/resident_loader.hpp>
+#include <dafuse/backend/device/thrust_memory.hpp>
 #include <dafuse/config.hpp>
 #include <dafuse/core/meta.hpp>
 
@@ -25,7 +27,7 @@ namespace dafuse::system {
 //! Host memory and OpenMP threads, driven like a device: the device executor runs on it, and the
 //! host treats its memory as unreadable (host_accessible = false). For tests and debugging of
 //! the device path; system::omp is the host system to train with.
-struct omp_device {
+struct omp_device : backend::device::thrust_memory<omp_device> {
   template <class T>
   using vector = thrust::omp::vector<T>;             //!< owning storage in this system
   static auto policy() { return thrust::omp::par; }  //!< Thrust execution policy

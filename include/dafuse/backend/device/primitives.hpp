@@ -37,13 +37,19 @@
 namespace dafuse::backend {
 
 //! A system whose memory the host may not read: steps on it run through the device executor. It
-//! copies between host memory and its own with upload(to, from, bytes) and download(to, from,
-//! bytes), complete when they return (loaders use them outside a step).
+//! names Thrust's execution policy for its memory (`policy()`), copies between host memory and
+//! its own with upload(to, from, bytes) and download(to, from, bytes), complete when they return
+//! (loaders use them outside a step), and copies, fills and loops in its own memory
+//! (thrust_memory).
 template <class System>
-concept device_system = system::system_policy<System> && !System::host_accessible &&
-                        requires(void* to, const void* from, std::size_t bytes) {
+concept device_system =
+    system::system_policy<System> && !System::host_accessible &&
+    requires(void* to, const void* from, std::size_t bytes, float* x, std::size_t n) {
+  System::policy();
   System::upload(to, from, bytes);
   System::download(to, from, bytes);
+  System::copy(x, n, x);
+  System::fill(x, n, 0.0f);
 };
 
 namespace device {
