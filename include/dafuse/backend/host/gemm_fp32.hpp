@@ -218,29 +218,35 @@ template <int Vectors, int Cols, class A, class B>
   store_tile_and_square<Vectors, nr>(acc, alpha, beta, c, ldc, mv, nv, squares);
 }
 
-//! Runs `tile.template operator()<Vectors, Cols>()` with the fewest columns (12, 8, 4, 2 or 1)
-//! that hold `cols` ≤ nr.
-template <int Vectors, class Tile>
+//! Runs `tile.template operator()<Vectors, Cols>()` with the fewest of the column counts
+//! `Widths` (descending, the first nr) that hold `cols` ≤ nr.
+//!
+//! Each count is one fp32_micro_kernel per operand kind and vector count, compiled in every
+//! translation unit that runs a product (about 30 ms of -O2 each), so each path keeps only the
+//! counts whose waste shows: blocked products 12, 8, 4 and 1 (a 128-sample product ends in 8
+//! columns; 2 columns run as 4, a few multiply-adds); products read in place 12, 4 and 1 (they
+//! hold at most 32 rows, so a tail of 8 as 12 costs little, and moons' 1- and 15-column products
+//! keep theirs); the transposed product 12 and 4 (its tail is one tile of W's rows).
+template <int Vectors, int Width, int... Narrower, class Tile>
 void with_tile_columns(index_t cols, Tile&& tile) {
-  if (cols > 8)
-    tile.template operator()<Vectors, 12>();
-  else if (cols > 4)
-    tile.template operator()<Vectors, 8>();
-  else if (cols > 2)
-    tile.template operator()<Vectors, 4>();
-  else if (cols > 1)
-    tile.template operator()<Vectors, 2>();
-  else
-    tile.template operator()<Vectors, 1>();
+  if constexpr (sizeof...(Narrower) == 0) {
+    tile.template operator()<Vectors, Width>();
+  } else {
+    constexpr int next = std::max({Narrower...});
+    if (cols > next)
+      tile.template operator()<Vectors, Width>();
+    else
+      with_tile_columns<Vectors, Narrower...>(cols, tile);
+  }
 }
 
 //! The same for a tile of `rows` ≤ 32 rows: one vector of rows up to 16, else two.
-template <class Tile>
+template <int... Widths, class Tile>
 void with_tile_shape(index_t rows, index_t cols, Tile&& tile) {
   if (rows <= 16)
-    with_tile_columns<1>(cols, tile);
+    with_tile_columns<1, Widths...>(cols, tile);
   else
-    with_tile_columns<2>(cols, tile);
+    with_tile_columns<2, Widths...>(cols, tile);
 }
 
 //! C[m, n] = α·Aᵀ·B + β·C (A is [k, m], B is [k, n], all column-major) on one thread, reading A in
@@ -306,7 +312,7 @@ inline bool fp32_product_transposed_a_in_place(fp32_panels& p,
           const index_t rows = std::min(mr, n - ir), tile_cols = std::min(nr, cols - jr);
           const float* column = a + (i0 + jr) * lda + pc;
           float* cp = ct + ir + jr * width;
-          with_tile_shape(rows, tile_cols, [&]<int Vectors, int Cols>() {
+          with_tile_shape<12, 4>(rows, tile_cols, [&]<int Vectors, int Cols>() {
             fp32_micro_kernel<Vectors, Cols>(kc, packed_a<Vectors>{panel(pc, ir)},
                                              b_in_place<Cols>(column, lda, tile_cols), alpha,
                                              beta_block, cp, width, rows, tile_cols);
@@ -345,7 +351,7 @@ bool fp32_product_in_place(index_t m,
   if (m <= 0 || n <= 0 || k <= 0 || m > fp32_mr || k > fp32_kc) return false;
   for (index_t jr = 0; jr < n; jr += fp32_nr) {
     const index_t cols = std::min(fp32_nr, n - jr);
-    with_tile_shape(m, cols, [&]<int Vectors, int Cols>() {
+    with_tile_shape<12, 4, 1>(m, cols, [&]<int Vectors, int Cols>() {
       const a_in_place<Vectors> ap(a, lda, m);
       if constexpr (TransB)
         fp32_micro_kernel<Vectors, Cols>(k, ap, b_rows_in_place{b + jr, ldb, cols}, alpha, beta,
@@ -377,7 +383,7 @@ struct fp32_kernel {
       float* out, index_t width, const float* x, index_t ld, index_t count, index_t k) {
     pack_fp32<!KContiguous>(out, width, x, ld, count, k);
   }
-  //! fp32_micro_kernel on packed B with the fewest columns (12, 8, 4, 2 or 1) that hold `cols`.
+  //! fp32_micro_kernel on packed B with the fewest columns (12, 8, 4 or 1) that hold `cols`.
   template <int Vectors>
   static void tile(index_t k,
                    const float* a,
@@ -389,14 +395,14 @@ struct fp32_kernel {
                    index_t rows,
                    index_t cols,
                    double* squares) {
-    with_tile_columns<Vectors>(cols, [&]<int V, int Cols>() {
+    with_tile_columns<Vectors, 12, 8, 4, 1>(cols, [&]<int V, int Cols>() {
       fp32_micro_kernel<V, Cols>(k, packed_a<V>{a}, packed_b{b}, alpha, beta, c, ldc, rows, cols,
                                  squares);
     });
   }
-  //! The same, reading the tile's `rows` rows of A from `source` (step p at source + p·lda) and
-  //! packing them at `a` on the way (packing_a).
-  template <int Vectors>
+  //! A whole [mr, nr] tile, reading its rows of A from `source` (step p at source + p·lda) and
+  //! packing them at `a` on the way (packing_a). (Only whole tiles: blocked_product packs a last
+  //! panel of at most 16 rows ahead, so this is one kernel, not ten.)
   static void tile_packing_a(index_t k,
                              const float* source,
                              index_t lda,
@@ -409,10 +415,8 @@ struct fp32_kernel {
                              index_t rows,
                              index_t cols,
                              double* squares) {
-    with_tile_columns<Vectors>(cols, [&]<int V, int Cols>() {
-      fp32_micro_kernel<V, Cols>(k, packing_a<V>(source, lda, k, rows, a), packed_b{b}, alpha, beta,
-                                 c, ldc, rows, cols, squares);
-    });
+    fp32_micro_kernel<2, int(nr)>(k, packing_a<2>(source, lda, k, rows, a), packed_b{b}, alpha,
+                                  beta, c, ldc, rows, cols, squares);
   }
 };
 

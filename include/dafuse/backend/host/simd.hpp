@@ -218,10 +218,12 @@ concept packs_a_in_tiles = requires(index_t kc) {
 //! C from packed panels; β = 0 does not read C; adds the squares of the values it stores to
 //! *squares when `squares` is not null: store_tile_and_square). A kernel may also have
 //! `packs_a_in_first_tiles(kc)` (packs_a_in_tiles): where that is true of a block of kc terms of
-//! an untransposed A, the block is not packed ahead; each panel's first tile (jr = 0) runs
-//! `tile_packing_a<Vectors>(steps, source, lda, a, b, α, β, c, ldc, rows, cols, squares)`, which
-//! reads the panel's rows where they lie and packs them at `a` as it multiplies, for the later
-//! tiles to read packed: the same values in the same order, so the same bits.
+//! an untransposed A and a block of at least nr columns, the block is not packed ahead; each
+//! panel's first tile (jr = 0, a whole [mr, nr] tile) runs `tile_packing_a(steps, source, lda, a,
+//! b, α, β, c, ldc, rows, cols, squares)`, which reads the panel's rows where they lie and packs
+//! them at `a` as it multiplies, for the later tiles to read packed: the same values in the same
+//! order, so the same bits. A last panel of at most 16 rows is packed ahead (one kernel fewer to
+//! compile for a copy of at most 16 rows).
 //!
 //! With `squares`, adds Σ c² over C's final values to *squares, from the registers as each tile
 //! of the last block of terms is stored: the sum of squares a weight gradient's finisher would
@@ -273,7 +275,8 @@ void blocked_product(packed_panels<typename Kernel::packed>& p,
         };
         // A block the kernel packs in its panels' first tiles (jr = 0 below) is not packed here.
         bool pack_in_tiles = false;
-        if constexpr (may_pack_in_tiles) pack_in_tiles = Kernel::packs_a_in_first_tiles(kc);
+        if constexpr (may_pack_in_tiles)
+          pack_in_tiles = nc >= nr && Kernel::packs_a_in_first_tiles(kc);
         if constexpr (TransA) {
           // Each panel's rows are contiguous runs along k: one pass per panel.
           for (index_t ir = 0; ir < mc; ir += mr) pack_a(ir, 0, kc);
@@ -287,6 +290,8 @@ void blocked_product(packed_panels<typename Kernel::packed>& p,
                         "a chunk of A's columns must start on whole packed steps");
           for (index_t l0 = 0; l0 < kc; l0 += chunk)
             for (index_t ir = 0; ir < mc; ir += mr) pack_a(ir, l0, std::min(chunk, kc - l0));
+        } else if (mc % mr != 0 && mc % mr <= 16) {
+          pack_a(mc - mc % mr, 0, kc);  // the first tiles pack whole panels only
         }
         double* const tile_squares = pc + kc >= k ? squares : nullptr;  // C's final values
         // The B micro-panel stays in L1 while the A block streams from L2 past it.
@@ -297,11 +302,10 @@ void blocked_product(packed_panels<typename Kernel::packed>& p,
             const auto* bp = p.b.data() + jr * steps;
             float* cp = c + (ic + ir) + (jc + jr) * ldc;
             const auto tile = [&]<int Vectors>() {
-              if constexpr (may_pack_in_tiles) {
+              if constexpr (may_pack_in_tiles && Vectors == 2) {
                 if (pack_in_tiles && jr == 0) {
-                  Kernel::template tile_packing_a<Vectors>(steps, a_at(ic + ir, pc), lda, ap, bp,
-                                                           alpha, beta_block, cp, ldc, rows, cols,
-                                                           tile_squares);
+                  Kernel::tile_packing_a(steps, a_at(ic + ir, pc), lda, ap, bp, alpha, beta_block,
+                                         cp, ldc, rows, cols, tile_squares);
                   return;
                 }
               }
