@@ -302,11 +302,13 @@ void blocked_product(packed_panels<typename Kernel::packed>& p,
             const auto* bp = p.b.data() + jr * steps;
             float* cp = c + (ic + ir) + (jc + jr) * ldc;
             const auto tile = [&]<int Vectors>() {
-              if constexpr (may_pack_in_tiles && Vectors == 2) {
-                if (pack_in_tiles && jr == 0) {
-                  Kernel::tile_packing_a(steps, a_at(ic + ir, pc), lda, ap, bp, alpha, beta_block,
-                                         cp, ldc, rows, cols, tile_squares);
-                  return;
+              if constexpr (may_pack_in_tiles) {  // (nested: clang checks Kernel's member)
+                if constexpr (Vectors == 2) {
+                  if (pack_in_tiles && jr == 0) {
+                    Kernel::tile_packing_a(steps, a_at(ic + ir, pc), lda, ap, bp, alpha, beta_block,
+                                           cp, ldc, rows, cols, tile_squares);
+                    return;
+                  }
                 }
               }
               Kernel::template tile<Vectors>(steps, ap, bp, alpha, beta_block, cp, ldc, rows, cols,
