@@ -15,7 +15,10 @@
 //!
 //! The jobs are the same code either way: a job loops over its blocks as `for (b = me; b <
 //! blocks; b += team)`, and `sync()` is a barrier among the team's `team` threads (`#pragma omp
-//! barrier` in an OpenMP region). Values do not depend on which path ran them.
+//! barrier` in an OpenMP region). Values do not depend on which path ran them. Jobs and barriers
+//! are passed through one pointer each (team_job, team_sync): a job's body is compiled once, and
+//! the hand-over code once for all jobs, where templates on both compiled each job three times
+//! and the hand-over once per job (docs/benchmarks.md, "Compile time").
 //!
 //! A held team pays only while its threads run when work is posted. On a machine with more
 //! runnable threads than cores, a helper that the scheduler has taken off its core holds up every
@@ -133,21 +136,44 @@ inline std::uint64_t ticks() {
 #endif
 }
 
-//! Stands for a barrier in a team of one.
-struct no_sync {
-  void operator()() const {}
-};
-
-#if defined(_OPENMP)
-//! The barrier of the OpenMP region a job runs in (an orphaned barrier binds to it).
-struct omp_sync {
-  void operator()() const {
-#pragma omp barrier
-  }
-};
-#endif
-
 }  // namespace detail
+
+//! The barrier a job's threads meet at: sync() returns once every thread of the job has called
+//! it. One type for the three barriers (none for a team of one, OpenMP's, a held team's), so that
+//! each job's body is compiled once, not once per barrier.
+class team_sync {
+ public:
+  //! No barrier: a team of one.
+  team_sync() = default;
+  //! Calls barrier() (which outlives this).
+  template <class Barrier>
+  explicit team_sync(Barrier& barrier)
+      : barrier_(&barrier), call_([](void* b) { (*static_cast<Barrier*>(b))(); }) {}
+  void operator()() const {
+    if (call_) call_(barrier_);
+  }
+
+ private:
+  void* barrier_ = nullptr;
+  void (*call_)(void*) = nullptr;
+};
+
+//! A job run_on_team runs: job(me, team, sync) on each of its threads, called through one
+//! pointer, so that the code that deals jobs to threads (an OpenMP region, a held team's
+//! hand-over) is compiled once rather than once per job.
+class team_job {
+ public:
+  template <class Job>
+  explicit team_job(Job& job)
+      : job_(&job), call_([](void* j, int me, int team, const team_sync& sync) {
+          (*static_cast<Job*>(j))(me, team, sync);
+        }) {}
+  void operator()(int me, int team, const team_sync& sync) const { call_(job_, me, team, sync); }
+
+ private:
+  void* job_;
+  void (*call_)(void*, int, int, const team_sync&);
+};
 
 //! How a step's team runs: `adaptive` (the default) holds it while it pays for itself (see
 //! team_pacer), `parallel` always, `serial` never (every job on the calling thread: the same bits,
@@ -307,33 +333,18 @@ class thread_team {
   //! have finished. A job run from inside a job (which no product does) runs on its caller alone.
   //! A job must not throw: an exception ends the program (as one leaving an OpenMP region does),
   //! where it would otherwise leave the other threads waiting at its barrier.
-  template <class Job>
-  void run(int n, Job& job) {
+  void run(int n, team_job job) {
     if (busy_ || n <= 1) {
-      job(0, 1, detail::no_sync{});
+      job(0, 1, team_sync{});
       return;
     }
     busy_ = true;
     job_ = &job;
-    call_ = [](void* j, int me, int count, thread_team& team) noexcept {
-      std::uint64_t& waited = team.accounts_[me].waited;
-      static_cast<Job*>(j)->operator()(me, count, [&team, count, &waited] {
-        const std::uint64_t t = detail::ticks();
-        team.sync(count);
-        waited += detail::ticks() - t;
-      });
-    };
     count_ = n;
     const std::uint32_t generation = ++generation_;
     const std::uint64_t start = detail::ticks();
     posted_.publish(generation);
-    [&]() noexcept {
-      job(0, n, [this, n] {
-        const std::uint64_t t = detail::ticks();
-        sync(n);
-        accounts_[0].waited += detail::ticks() - t;
-      });
-    }();
+    [&]() noexcept { run_share(0); }();
     // Every thread acknowledges every generation (those past n without running the job), so the
     // job's fields may be rewritten once all have.
     const std::uint64_t own_done = detail::ticks();
@@ -353,7 +364,7 @@ class thread_team {
       if (stop_) return;
       if (me < count_) {
         const std::uint64_t start = detail::ticks();
-        call_(job_, me, count_, *this);
+        [&]() noexcept { run_share(me); }();
         accounts_[me].inside += detail::ticks() - start;
       }
       done_[me].publish(seen);
@@ -369,6 +380,18 @@ class thread_team {
  private:
   template <class Body>
   friend void with_thread_team(bool, team_pacer*, Body&&);
+
+  // Thread `me`'s share of the posted job, its waits at the job's barriers counted.
+  void run_share(int me) {
+    const int count = count_;
+    std::uint64_t& waited = accounts_[me].waited;
+    auto barrier = [this, count, &waited] {
+      const std::uint64_t t = detail::ticks();
+      sync(count);
+      waited += detail::ticks() - t;
+    };
+    (*job_)(me, count, team_sync(barrier));
+  }
 
   // A barrier among threads 0 to n − 1: the last to arrive resets the count and moves the phase
   // on; the others wait for the phase to move. The phase is read before arriving, so a thread
@@ -408,8 +431,7 @@ class thread_team {
   bool busy_ = false;             // thread 0 only
   std::uint32_t generation_ = 0;  // thread 0 only: the last generation posted
   // Written by thread 0 before it posts a generation, read by the others after they see it.
-  void (*call_)(void*, int, int, thread_team&) = nullptr;
-  void* job_ = nullptr;
+  const team_job* job_ = nullptr;
   int count_ = 0;
   bool stop_ = false;
   std::uint64_t held_ = 0;  // thread 0 only: ticks from posting jobs to their last thread's end
@@ -509,11 +531,8 @@ inline int available_threads() {
 #endif
 }
 
-//! Runs job(me, team, sync) on `threads` threads (me in [0, team), team ≤ threads; sync() a
-//! barrier among them): on the held team's threads inside with_thread_team, else in an OpenMP
-//! region of its own, else (threads ≤ 1, or no OpenMP) as job(0, 1, no-op) on the calling thread.
-template <class Job>
-void run_on_team(int threads, Job&& job) {
+//! run_on_team for a job already wrapped.
+inline void run_team_job(int threads, team_job job) {
   if (threads > 1) {
     if (thread_team* team = thread_team::held()) {
       team->run(std::min(threads, team->size()), job);
@@ -521,11 +540,32 @@ void run_on_team(int threads, Job&& job) {
     }
 #if defined(_OPENMP)
 #pragma omp parallel num_threads(threads)
-    job(omp_get_thread_num(), omp_get_num_threads(), detail::omp_sync{});
+    {
+      // An orphaned barrier binds to the region the job runs in.
+      auto barrier = [] {
+#pragma omp barrier
+      };
+      job(omp_get_thread_num(), omp_get_num_threads(), team_sync(barrier));
+    }
     return;
 #endif
   }
-  job(0, 1, detail::no_sync{});
+  job(0, 1, team_sync{});
+}
+
+//! Runs job(me, team, sync) on `threads` threads (me in [0, team), team ≤ threads; sync, a
+//! team_sync, a barrier among them): on the held team's threads inside with_thread_team, else in
+//! an OpenMP region of its own, else (threads ≤ 1, or no OpenMP) as job(0, 1, no barrier) on the
+//! calling thread.
+template <class Job>
+void run_on_team(int threads, Job&& job) {
+  // One thread (a step the pacer keeps on its caller, a small piece) calls the job directly:
+  // the same instantiation of its body, without the hand-over's indirect call.
+  if (threads <= 1) {
+    job(0, 1, team_sync{});
+    return;
+  }
+  run_team_job(threads, team_job(job));
 }
 
 }  // namespace dafuse::backend::host
