@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // bench/compile_time.sh: a user's translation unit with one train_step type (the demo's network,
-// fp32, DANN, SGD) trained by fit on two data sets read from NPY files.
-#include <dafuse/dafuse.hpp>
+// fp32, DANN, SGD) trained by fit on two data sets read from NPY files. It includes what it uses;
+// the script also compiles it with the umbrella header forced in first (-include), plain and from
+// a precompiled header.
+#include <dafuse/data/dataset.hpp>
+#include <dafuse/head/dann.hpp>
+#include <dafuse/policy/optim.hpp>
+#include <dafuse/train/fit.hpp>
 
 #include <cstdio>
 

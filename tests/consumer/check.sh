@@ -3,7 +3,8 @@
 # Builds and runs tests/consumer outside dafuse's tree as downstream projects take dafuse: a Meson
 # subproject; a Make project through pkg-config against an installed dafuse; CMake through
 # FetchContent of the source tree and through find_package of an installed dafuse moved to another
-# prefix (both package files find the headers from their own place). Also checks that Meson and
+# prefix (both package files find the headers from their own place); the FetchContent build
+# precompiles the umbrella header (docs/usage.md, "Compile times"). Also checks that Meson and
 # CMake install the same files, and that `meson install` installs dafuse-train (with its sources).
 set -euo pipefail
 src=$(cd "$1" && pwd)
@@ -15,10 +16,13 @@ fail() { echo "consumer: $*" >&2; exit 1; }
 
 echo "== Meson subproject"
 mkdir -p "$work/meson/subprojects"
-cp "$src/tests/consumer/main.cpp" "$src/tests/consumer/meson.build" "$work/meson/"
+cp -r "$src/tests/consumer/main.cpp" "$src/tests/consumer/meson.build" "$src/tests/consumer/pch" \
+  "$work/meson/"
 ln -s "$src" "$work/meson/subprojects/dafuse"
 meson setup "$work/meson/build" "$work/meson" >/dev/null
 meson compile -C "$work/meson/build" >/dev/null
+ls "$work"/meson/build/consumer.p/*.gch >/dev/null 2>&1 || ls "$work"/meson/build/consumer.p/*.pch \
+  >/dev/null 2>&1 || fail "the Meson build did not precompile dafuse.hpp"
 "$work/meson/build/consumer"
 
 echo "== pkg-config and make"
@@ -49,7 +53,9 @@ cmake_consumer() {  # BUILD_DIR CMAKE_ARGS...
 }
 mkdir -p "$work/cmake"
 cp "$src/tests/consumer/main.cpp" "$src/tests/consumer/CMakeLists.txt" "$work/cmake/"
-cmake_consumer "$work/cmake-fetch" -DDAFUSE_SOURCE_DIR="$src"
+cmake_consumer "$work/cmake-fetch" -DDAFUSE_SOURCE_DIR="$src" -DDAFUSE_CONSUMER_PCH=ON
+grep -q "dafuse/dafuse.hpp" "$work/cmake-fetch/CMakeFiles/consumer.dir/cmake_pch.hxx" ||
+  fail "the FetchContent build did not precompile dafuse.hpp"
 
 echo "== CMake: find_package of the Meson install, moved"
 cmake_consumer "$work/cmake-found" -DCMAKE_PREFIX_PATH="$work/moved"
