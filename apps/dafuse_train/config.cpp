@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "config.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
+#include <utility>
 
 namespace dafuse_train {
 namespace {
@@ -53,6 +55,46 @@ dafuse::select::validator to_validator(std::string_view option, const std::strin
   } catch (const dafuse::error& e) {
     throw usage_error(e.what());
   }
+}
+
+//! One --sweep KEY=V1,V2,... into `s`: KEY lambda_max (>= 0), lr (> 0) or seeds (integers >= 0);
+//! each value once, each key once.
+void parse_sweep(const std::string& text, sweep_text& s) {
+  const std::size_t equals = text.find('=');
+  const std::string key = text.substr(0, equals);
+  if (equals == std::string::npos || (key != "lambda_max" && key != "lr" && key != "seeds"))
+    throw usage_error(
+        "--sweep: expected KEY=V1,V2,... with KEY lambda_max, lr or seeds (e.g. --sweep "
+        "lr=0.01,0.03), found '" +
+        text + "'");
+  const std::string option = "--sweep " + key;
+  const std::string values = text.substr(equals + 1);
+  if (values.empty())
+    throw usage_error(option + ": expected a comma-separated list of values, found none");
+  const bool given = key == "lambda_max" ? !s.lambda_max.empty()
+                     : key == "lr"       ? !s.lr.empty()
+                                         : !s.seeds.empty();
+  if (given) throw usage_error(option + ": expected once, found a second list '" + values + "'");
+  for (const std::string& v : split_commas(values)) {
+    if (v.empty())
+      throw usage_error(option + ": expected a comma-separated list of values, found an empty " +
+                        "value in '" + values + "'");
+    if (key == "seeds") {
+      const auto seed = std::uint64_t(to_long(option, v, 0));
+      if (std::find(s.seeds.begin(), s.seeds.end(), seed) != s.seeds.end())
+        throw usage_error(option + ": expected distinct values, found " + v + " twice");
+      s.seeds.push_back(seed);
+      continue;
+    }
+    std::vector<double>& list = key == "lr" ? s.lr : s.lambda_max;
+    const double x = to_double(option, v, key == "lr" ? sign::positive : sign::non_negative);
+    // Compared as the float the training reads: 0.1 and 0.10000000001 are one value.
+    for (const double y : list)
+      if (float(y) == float(x))
+        throw usage_error(option + ": expected distinct values, found " + v + " twice");
+    list.push_back(x);
+  }
+  s.given = true;
 }
 
 }  // namespace
@@ -174,6 +216,10 @@ config parse(int argc, char** argv) {
       c.threads = to_long(arg, value, 1);
     else if (arg == "--stop-after")
       c.stop_after = to_long(arg, value, 1);
+    else if (arg == "--sweep")
+      parse_sweep(value, c.sweep);
+    else if (arg == "--sweep-parallel")
+      c.sweep.parallel = to_long(arg, value, 1);
     else
       throw usage_error("unknown option '" + std::string(arg) + "' (see --help)");
   }
@@ -198,6 +244,32 @@ config parse(int argc, char** argv) {
                       std::to_string(c.validation_fraction));
   if (!c.target_test_labels.empty() && c.target_test.empty())
     throw usage_error("--target-test-labels: expected --target-test (the test features) too");
+  if (c.sweep.parallel > 0 && !c.sweep.given)
+    throw usage_error("--sweep-parallel: expected with --sweep (a grid of trainings)");
+  if (c.sweep.given) {
+    if (!c.selector_given)
+      throw usage_error(
+          "--validator: expected with --sweep (the label-free validator that chooses the "
+          "configuration: source_accuracy, entropy, im, snd, dev or pad)");
+    // Options of one training that a grid of them cannot share or does not have.
+    const std::pair<bool, const char*> single[] = {{!c.checkpoint.empty(), "--checkpoint"},
+                                                   {!c.best_checkpoint.empty(), "--best"},
+                                                   {!c.resume.empty(), "--resume"},
+                                                   {c.stop_after > 0, "--stop-after"},
+                                                   {!c.save_model.empty(), "--save-model"},
+                                                   {!c.predictions.empty(), "--predictions"},
+                                                   {!c.curves.empty(), "--curves"},
+                                                   {!c.trace.empty(), "--trace"},
+                                                   {c.profile, "--profile"},
+                                                   {c.restore_best, "--restore-best"},
+                                                   {c.patience > 0, "--patience"},
+                                                   {c.eval_every > 0, "--eval-every"}};
+    for (const auto& [given, option] : single)
+      if (given)
+        throw usage_error(std::string(option) +
+                          ": not with --sweep (each training of the grid scores the model it "
+                          "ends with); train the chosen configuration on its own for it");
+  }
   // Without held-out source rows the default selector (source accuracy) has nothing to read:
   // select by the target's prediction entropy, which needs no labels.
   if (c.validation_fraction == 0 && !c.selector_given)
@@ -250,6 +322,17 @@ Evaluation and selection
   --validator-rows N    target rows the validators read at most (default 2000)
   --patience P          stop after P evaluations without improvement
   --restore-best        end with the selected model's weights
+
+Label-free selection of hyperparameters (docs/cli.md, "Sweeps")
+  --sweep KEY=V1,V2,... a grid instead of one training, KEY one of lambda_max (>= 0), lr (> 0),
+                        seeds (integers), each --sweep once (e.g. --sweep lambda_max=0.1,1
+                        --sweep lr=0.01,0.03 --sweep seeds=1,2,3); a key not swept takes
+                        --lambda-max, --lr or --seed. Every (lambda_max, lr) trains once per
+                        seed; --validator (required) scores each final model, the best mean
+                        over the seeds is chosen; with target labels the oracle choice (by
+                        target accuracy) is reported apart, labelled as such
+  --sweep-parallel P    trainings at once at most (default: the processors this process may
+                        use divided by --threads, which is 1 per training by default)
 
 Checkpoints
   --checkpoint FILE     save here every --checkpoint-every steps and at the end

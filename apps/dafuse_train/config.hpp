@@ -18,6 +18,16 @@ struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+//! --sweep KEY=V1,V2,... (repeated): a grid of trainings run in parallel, one configuration
+//! chosen by --validator (train/sweep.hpp). An empty list takes the single value of --lambda-max,
+//! --lr or --seed (or the model's default).
+struct sweep_text {
+  bool given = false;
+  std::vector<double> lambda_max, lr;  //!< --sweep lambda_max=..., --sweep lr=...
+  std::vector<std::uint64_t> seeds;    //!< --sweep seeds=...
+  long parallel = 0;  //!< --sweep-parallel: trainings at once at most (0: as the processors allow)
+};
+
 //! Everything one run reads from the command line.
 struct config {
   std::string model;  //!< registry name (--model)
@@ -55,6 +65,7 @@ struct config {
   long stop_after = 0;      //!< stop (as if interrupted) once this many steps are done
   long threads = 0;         //!< OpenMP threads (0: OpenMP's default)
   bool quiet = false;       //!< no progress output
+  sweep_text sweep;         //!< --sweep: a grid instead of one training
   bool help = false, list = false;
 };
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Registry family "digits": the MNIST→USPS demo network (examples/01_mnist_usps.cpp), 16×16
 // images: G_f 256 → 256 → 128 ReLU, G_y 128 → 10, G_d 128 → 128 → 1; SGD, Ganin's schedules.
+// The MCC and CDAN+E + MCC entries are the heads that did best on MNIST → USPS (docs/heads.md).
 #include "registry.hpp"
 #include "run.hpp"
 
@@ -9,8 +10,14 @@ namespace {
 using net = df::nn::dann_net<df::nn::mlp<256, 256, 128, df::nn::relu>,
                              df::nn::linear<128, 10>,
                              df::nn::mlp<128, 128, 1, df::nn::relu>>;
-template <class Precision, class Clip, class Head>
-using step = df::train_step<net, df::loader::resident, Precision, Clip, Head, df::optim::sgd>;
+template <class Precision, class Clip, class Head, class Net = net>
+using step = df::train_step<Net, df::loader::resident, Precision, Clip, Head, df::optim::sgd>;
+// CDAN's G_d reads softmax(g) ⊗ h: 10 × 128 values a row.
+using cdan_net = df::nn::dann_net<df::nn::mlp<256, 256, 128, df::nn::relu>,
+                                  df::nn::linear<128, 10>,
+                                  df::nn::mlp<1280, 128, 1, df::nn::relu>>;
+using mcc = df::head::mcc<df::schedule::ganin>;
+using cdan_e_mcc = df::head::combine<df::head::cdan_e<df::schedule::ganin>, mcc>;
 using dann = df::head::dann<df::schedule::ganin>;
 using source_only = df::head::source_only<df::schedule::ganin>;
 
@@ -24,6 +31,10 @@ const model_entry models[] = {
      false, defaults, run_model<step<df::precision::fp32, df::clip::global_norm, dann>>},
     {"digits-source-only", "the same network without the discriminator (the baseline)", 256, 10,
      false, defaults, run_model<step<df::precision::fp32, df::clip::none, source_only>>},
+    {"digits-mcc", "the same with Minimum Class Confusion on the target logits (no G_d)", 256, 10,
+     false, defaults, run_model<step<df::precision::fp32, df::clip::none, mcc>>},
+    {"digits-cdan-e-mcc", "CDAN+E (G_d 1280-128-1 on softmax(g) x h) plus MCC", 256, 10, false,
+     defaults, run_model<step<df::precision::fp32, df::clip::none, cdan_e_mcc, cdan_net>>},
 };
 }  // namespace
 

@@ -7,6 +7,7 @@
 
 #include <dafuse/dafuse.hpp>
 #include <dafuse/train/svg_plot.hpp>
+#include <dafuse/train/sweep.hpp>
 
 #include <unistd.h>
 
@@ -495,6 +496,204 @@ void write_json(const std::string& path,
   df::detail::write_file_atomically(path, std::string_view(j));
 }
 
+//! "0.1, 1": a list of values as typed (the fewest digits that read back the same float).
+inline std::string value_list(const std::vector<float>& v) {
+  std::string out;
+  for (const float x : v) out.append(out.empty() ? "" : ", ").append(number(x));
+  return out;
+}
+
+//! "62.10 ± 1.20 %", or "n/a" without labels.
+inline std::string percent_std(double mean, double std) {
+  if (!std::isfinite(mean)) return "n/a";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.2f ± %.2f %%", 100 * mean, 100 * std);
+  return buf;
+}
+
+//! Writes a sweep's configuration, plan, every training and both choices as one JSON object.
+inline void write_sweep_json(const std::string& path,
+                             const config& c,
+                             const model_entry& m,
+                             const df::fit_args& args,
+                             const df::sweep_grid& g,
+                             const df::sweep_result& r,
+                             bool test_set) {
+  std::string j = "{\n  \"format_version\": " + std::to_string(json_format_version) +
+                  ",\n  \"mode\": \"sweep\",\n";
+  j += "  \"model\": {\"name\": " + json_string(m.name) +
+       ", \"description\": " + json_string(m.description) + "},\n";
+  j += "  \"config\": {\"source\": " + json_string(c.source) +
+       ", \"target\": " + json_string(c.target) +
+       ", \"target_test\": " + json_string(c.target_test) +
+       ", \"steps\": " + std::to_string(args.steps) + ", \"batch\": " + std::to_string(args.batch) +
+       ", \"momentum\": " + number(args.momentum) +
+       ", \"validation_fraction\": " + number(c.validation_fraction) +
+       ", \"validator\": " + json_string(df::select::name(r.selected_by)) + ", \"lambda_max\": [";
+  for (std::size_t i = 0; i < g.lambda_max.size(); ++i)
+    j += (i ? ", " : "") + number(g.lambda_max[i]);
+  j += "], \"lr\": [";
+  for (std::size_t i = 0; i < g.lr.size(); ++i) j += (i ? ", " : "") + number(g.lr[i]);
+  j += "], \"seeds\": [";
+  for (std::size_t i = 0; i < g.seeds.size(); ++i)
+    j += (i ? ", " : "") + std::to_string(g.seeds[i]);
+  j += "]},\n";
+  j += "  \"plan\": {\"concurrent\": " + std::to_string(r.plan.concurrent) +
+       ", \"threads_per_training\": " + std::to_string(r.plan.threads) +
+       ", \"processors\": " + std::to_string(r.plan.processors) + "},\n";
+  const auto choice = [&](df::index_t at) -> std::string {
+    if (at < 0) return "null";
+    const df::sweep_configuration& x = r.configurations[std::size_t(at)];
+    return "{\"configuration\": " + std::to_string(at) +
+           ", \"lambda_max\": " + number(x.lambda_max) + ", \"lr\": " + number(x.lr) +
+           ", \"score\": " + number(x.score) +
+           ", \"target_accuracy_oracle\": " + number(x.target_accuracy) +
+           ", \"target_test_accuracy\": " + number(x.test_accuracy) + "}";
+  };
+  j += "  \"selected_by\": " + json_string(df::select::name(r.selected_by)) +
+       ",\n  \"selected_with_target_labels\": false,\n  \"selected\": " + choice(r.selected) +
+       ",\n  \"oracle_by\": " + json_string(test_set ? "target test accuracy" : "target accuracy") +
+       ",\n  \"oracle_uses_target_labels\": true,\n  \"oracle\": " + choice(r.oracle) +
+       ",\n  \"seconds\": " + number(r.seconds) + ",\n  \"configurations\": [";
+  for (std::size_t i = 0; i < r.configurations.size(); ++i) {
+    const df::sweep_configuration& x = r.configurations[i];
+    j += std::string(i ? ",\n    " : "\n    ") + "{\"lambda_max\": " + number(x.lambda_max) +
+         ", \"lr\": " + number(x.lr) + ", \"score\": " + number(x.score) +
+         ", \"target_accuracy_oracle\": " + number(x.target_accuracy) +
+         ", \"target_accuracy_std\": " + number(x.target_accuracy_std) +
+         ", \"target_test_accuracy\": " + number(x.test_accuracy) +
+         ", \"target_test_accuracy_std\": " + number(x.test_accuracy_std) + "}";
+  }
+  j += "\n  ],\n  \"runs\": [";
+  for (std::size_t i = 0; i < r.runs.size(); ++i) {
+    const df::sweep_run& x = r.runs[i];
+    j += std::string(i ? ",\n    " : "\n    ") +
+         "{\"configuration\": " + std::to_string(x.configuration) +
+         ", \"seed\": " + std::to_string(x.seed) + ", \"score\": " + number(x.score) +
+         ", \"target_accuracy_oracle\": " + number(x.target_accuracy) +
+         ", \"target_test_accuracy\": " + number(x.test_accuracy) +
+         ", \"seconds\": " + number(x.seconds) +
+         ", \"diverged\": " + (x.diverged ? "true" : "false") + "}";
+  }
+  j += "\n  ]\n}\n";
+  df::detail::write_file_atomically(path, std::string_view(j));
+}
+
+//! --sweep: trains the grid in parallel (train/sweep.hpp) and reports every configuration, the
+//! validator's choice and, apart and labelled, the oracle's.
+template <class Step, class Data>
+int run_sweep_model(const config& c,
+                    const model_entry& m,
+                    const run_data<Data>& d,
+                    const df::fit_args& args) {
+  df::sweep_grid g;
+  for (const double x : c.sweep.lambda_max) g.lambda_max.push_back(float(x));
+  for (const double x : c.sweep.lr) g.lr.push_back(float(x));
+  g.seeds = c.sweep.seeds;
+  if (g.lambda_max.empty()) g.lambda_max = {args.lambda_max};
+  if (g.lr.empty()) g.lr = {args.lr};
+  if (g.seeds.empty()) g.seeds = {args.seed};
+  // Every configuration's arguments are checked before anything trains.
+  for (const float lambda : g.lambda_max)
+    for (const float lr : g.lr) {
+      df::fit_args a = args;
+      a.lambda_max = lambda;
+      a.lr = lr;
+      if (const df::status s = Step::can_implement(a); !s)
+        throw usage_error("--sweep: " + s.message);
+    }
+  df::sweep_options o;
+  o.selector = c.selector;
+  o.fit.validation_fraction = c.validation_fraction;
+  if (!c.validators.empty()) o.fit.validators = c.validators;
+  o.fit.validator_rows = c.validator_rows;
+  o.threads_per_run = int(c.threads);
+  o.max_concurrent = int(c.sweep.parallel);
+  const df::sweep_plan plan =
+      df::plan_sweep(g.runs(), df::usable_processors(), o.threads_per_run, o.max_concurrent);
+  const bool labelled = d.target.has_labels() || d.target_test.has_value();
+  if (!c.quiet) {
+    std::fprintf(stderr,
+                 "%s: sweep of %ld configuration(s) (lambda_max %s x lr %s) x %zu seed(s) = %ld "
+                 "trainings of %ld steps, %d at a time on %d thread(s) each (%d processor(s) this "
+                 "process may use); chosen by %s (label-free)\n",
+                 std::string(m.name).c_str(), long(g.configurations()),
+                 value_list(g.lambda_max).c_str(), value_list(g.lr).c_str(), g.seeds.size(),
+                 long(g.runs()), long(args.steps), plan.concurrent, plan.threads, plan.processors,
+                 std::string(df::select::name(c.selector)).c_str());
+    if (plan.threads > plan.processors)
+      std::fprintf(stderr,
+                   "dafuse-train: --threads %d is more than the %d processor(s) this "
+                   "process may use: the trainings run one at a time, oversubscribed\n",
+                   plan.threads, plan.processors);
+    o.on_run = [&](const df::sweep_run& r, df::index_t done, df::index_t total) {
+      std::fprintf(stderr,
+                   "training %ld/%ld: lambda_max %s, lr %s, seed %llu: %s %s%s%s (%.2f s)\n",
+                   long(done), long(total), number(r.lambda_max).c_str(), number(r.lr).c_str(),
+                   static_cast<unsigned long long>(r.seed),
+                   std::string(df::select::name(c.selector)).c_str(), number(r.score).c_str(),
+                   r.diverged ? ", diverged" : "",
+                   std::isfinite(r.target_accuracy)
+                       ? (", target acc (oracle) " + percent(r.target_accuracy)).c_str()
+                       : "",
+                   r.seconds);
+    };
+  }
+  activity() = "training the sweep";
+  const df::sweep_result r = d.target_test
+                                 ? df::sweep<Step>(d.source, d.target, &*d.target_test, args, g, o)
+                                 : df::sweep<Step>(d.source, d.target, args, g, o);
+  const std::string v(df::select::name(r.selected_by));
+  std::printf("sweep of model %s: %ld trainings in %.3f s, %d at a time on %d thread(s) each\n",
+              std::string(m.name).c_str(), long(r.runs.size()), r.seconds, r.plan.concurrent,
+              r.plan.threads);
+  std::printf(
+      "| lambda_max | lr | %s (label-free, mean of %zu seed(s)) | target accuracy (oracle) |%s\n",
+      v.c_str(), g.seeds.size(), d.target_test ? " target test accuracy (oracle) |" : "");
+  std::printf("| --- | --- | --- | --- |%s\n", d.target_test ? " --- |" : "");
+  for (std::size_t i = 0; i < r.configurations.size(); ++i) {
+    const df::sweep_configuration& x = r.configurations[i];
+    std::printf(
+        "| %s | %s | %s | %s |%s%s\n", number(x.lambda_max).c_str(), number(x.lr).c_str(),
+        number(x.score).c_str(), percent_std(x.target_accuracy, x.target_accuracy_std).c_str(),
+        d.target_test ? (" " + percent_std(x.test_accuracy, x.test_accuracy_std) + " |").c_str()
+                      : "",
+        df::index_t(i) == r.selected ? "  <- selected" : "");
+  }
+  const auto accuracy_text = [&](df::index_t at) {
+    const df::sweep_configuration& x = r.configurations[std::size_t(at)];
+    return d.target_test
+               ? "target test accuracy " + percent_std(x.test_accuracy, x.test_accuracy_std)
+               : "target accuracy " + percent_std(x.target_accuracy, x.target_accuracy_std);
+  };
+  if (r.selected >= 0) {
+    const df::sweep_configuration& x = r.configurations[std::size_t(r.selected)];
+    std::printf("selected by %s (label-free): lambda_max %s, lr %s, score %s%s\n", v.c_str(),
+                number(x.lambda_max).c_str(), number(x.lr).c_str(), number(x.score).c_str(),
+                labelled ? ("; its " + accuracy_text(r.selected) +
+                            " (target labels read only to report it)")
+                               .c_str()
+                         : "");
+  } else {
+    std::printf(
+        "selected by %s (label-free): none: every configuration had a training whose "
+        "score is not finite (diverged)\n",
+        v.c_str());
+  }
+  if (r.oracle >= 0) {
+    const df::sweep_configuration& x = r.configurations[std::size_t(r.oracle)];
+    std::printf(
+        "oracle (chosen with target labels, which adaptation does not have): lambda_max "
+        "%s, lr %s, %s\n",
+        number(x.lambda_max).c_str(), number(x.lr).c_str(), accuracy_text(r.oracle).c_str());
+  } else {
+    std::printf("oracle: none (no target labels)\n");
+  }
+  activity() = "writing the outputs";
+  if (!c.json.empty()) write_sweep_json(c.json, c, m, args, g, r, d.target_test.has_value());
+  return r.selected >= 0 ? 0 : exit_diverged;
+}
+
 //! Loads, trains and reports one model of the registry: `Step` is its step type.
 template <class Step>
 int run_model(const config& c, const model_entry& m) {
@@ -542,6 +741,7 @@ int run_model(const config& c, const model_entry& m) {
   args.seed = c.seed;
   args.init = df::nn::weight_init::torch_default;
   if (const df::status s = Step::can_implement(args); !s) throw df::error(s.message);
+  if (c.sweep.given) return run_sweep_model<Step>(c, m, d, args);
 
   df::profiler prof;
   df::fit_options o;

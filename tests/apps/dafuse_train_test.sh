@@ -90,7 +90,69 @@ printf 'features = 256,64\nwidth = 3\n' >"$work/bad.net"
 expect 2 "$work/bad.net:2: expected a key features, classifier" -- --network "$work/bad.net" \
   --source a.npy --target b.npy
 
+# --sweep: bad grids and options a grid cannot share are refused, naming the option (exit 2).
+expect 2 "--sweep: expected KEY=V1,V2,... with KEY lambda_max, lr or seeds" -- --model digits-dann \
+  --source a.npy --target b.npy --validator entropy --sweep momentum=0.9
+expect 2 "--sweep: expected KEY=V1,V2,..." -- --sweep lr
+expect 2 "--sweep lr: expected a comma-separated list of values, found none" -- --sweep lr=
+expect 2 "--sweep lr: expected a comma-separated list of values, found an empty value in '0.1,,0.2'" \
+  -- --sweep lr=0.1,,0.2
+expect 2 "--sweep lr: expected a finite number > 0, found '-0.1'" -- --sweep lr=0.01,-0.1
+expect 2 "--sweep lambda_max: expected a finite number >= 0, found 'x'" -- --sweep lambda_max=1,x
+expect 2 "--sweep seeds: expected an integer >= 0, found '1.5'" -- --sweep seeds=1,1.5
+expect 2 "--sweep lr: expected distinct values, found 0.010 twice" -- --sweep lr=0.01,0.010
+expect 2 "--sweep lr: expected once, found a second list '0.1'" -- --sweep lr=0.01 --sweep lr=0.1
+expect 2 "--validator: expected with --sweep" -- --model digits-dann --source a.npy --target b.npy \
+  --sweep lr=0.01,0.03
+expect 2 "--checkpoint: not with --sweep" -- --model digits-dann --source a.npy --target b.npy \
+  --sweep lr=0.01,0.03 --validator entropy --checkpoint x.ckpt
+expect 2 "--eval-every: not with --sweep" -- --model digits-dann --source a.npy --target b.npy \
+  --sweep lr=0.01,0.03 --validator entropy --eval-every 10
+expect 2 "--sweep-parallel: expected with --sweep" -- --model digits-dann --source a.npy \
+  --target b.npy --sweep-parallel 2
+expect 2 "--sweep-parallel: expected an integer >= 1, found '0'" -- --sweep-parallel 0
+
 shipped=$(cd "$(dirname "$0")/../.." && pwd)/data/jda_mnist_usps
+# A sweep on the digits shipped in data/: the validator's choice and the oracle's, labelled; the
+# same grid one training at a time gives the same table (each training is one thread either way).
+sweep=(--model digits-dann --source "$shipped/mnist_images.npy"
+       --source-labels "$shipped/mnist_labels.npy" --target "$shipped/usps_images.npy"
+       --target-labels "$shipped/usps_labels.npy" --steps 40 --validation-fraction 0
+       --validator im --sweep lambda_max=0,1 --sweep seeds=1,2 --quiet)
+expect 0 "selected by im (label-free): lambda_max" -- "${sweep[@]}" --json "$work/sweep.json"
+parallel=$("$exe" "${sweep[@]}" --threads 1 2>&1)
+serial=$("$exe" "${sweep[@]}" --sweep-parallel 1 2>&1)
+if ! grep -q "^oracle (chosen with target labels" <<<"$parallel" ||
+    ! grep -q "1 at a time on 1 thread(s) each" <<<"$serial" ||
+    [ "$(grep '^|' <<<"$parallel")" != "$(grep '^|' <<<"$serial")" ] ||
+    [ "$(grep -c '^| [01] | 0.03 |' <<<"$parallel")" -ne 2 ]; then
+  echo "FAIL: a sweep's table, choices or plan:"
+  sed 's/^/  | /' <<<"$parallel$serial" | head -30
+  failures=$((failures + 1))
+fi
+if command -v python3 >/dev/null; then
+  python3 - "$work/sweep.json" <<'PY' || failures=$((failures + 1))
+import json, sys
+j = json.load(open(sys.argv[1]))
+problems = []
+if j["mode"] != "sweep" or j["selected_by"] != "im": problems.append("mode or validator")
+if j["selected_with_target_labels"] is not False or j["oracle_uses_target_labels"] is not True:
+    problems.append("labels of the choices")
+if len(j["runs"]) != 4 or len(j["configurations"]) != 2: problems.append("sizes")
+if j["plan"]["concurrent"] * j["plan"]["threads_per_training"] > j["plan"]["processors"]:
+    problems.append("oversubscribed plan %r" % j["plan"])
+best = max(range(2), key=lambda c: j["configurations"][c]["score"])
+if j["selected"]["configuration"] != best: problems.append("the selection is not the best IM")
+oracle = max(range(2), key=lambda c: j["configurations"][c]["target_accuracy_oracle"])
+if j["oracle"]["configuration"] != oracle: problems.append("the oracle is not the best accuracy")
+for c in range(2):
+    runs = [r for r in j["runs"] if r["configuration"] == c]
+    mean = sum(r["score"] for r in runs) / len(runs)
+    if abs(mean - j["configurations"][c]["score"]) > 1e-9 * abs(mean): problems.append("mean")
+for p in problems: print("FAIL: sweep JSON:", p)
+sys.exit(1 if problems else 0)
+PY
+fi
 digits=(--source "$shipped/mnist_images.npy" --source-labels "$shipped/mnist_labels.npy"
         --target "$shipped/usps_images.npy" --target-labels "$shipped/usps_labels.npy"
         --steps 60 --eval-every 30 --seed 4 --quiet)

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file train/sweep.hpp
+//! @brief Label-free hyperparameter selection: a grid of (λ_max, learning rate) × seeds trained
+//! in parallel on the processors this process may use, one configuration chosen by a validator,
+//! and the oracle choice (by target labels) reported apart.
+//!
+//! Each training of the grid is an ordinary `fit` whose only evaluation scores the model it ends
+//! with (fit_options::eval_every = steps); a configuration's score is the mean of that score over
+//! its seeds, and the validator's direction (select::higher_is_better) picks the best. A
+//! configuration with a run whose score is NaN (it diverged, or its outputs were not finite) is
+//! never picked. Ties go to the first configuration in grid order. Target labels, when the target
+//! has them, are read only to report accuracies and the oracle choice, which is what a user with
+//! target labels would pick: an upper bound on any selector, not a result without them.
+//!
+//! Parallelism: P trainings at once, each on T OpenMP threads, with P·T at most the processors
+//! this process may use (sweep_plan). Each training is the same computation whichever worker
+//! runs it and whenever, so a sweep's results depend on T but not on P.
+#pragma once
+#include <dafuse/config.hpp>
+#include <dafuse/core/error.hpp>
+#include <dafuse/select/validator.hpp>
+#include <dafuse/train/fit.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
+namespace dafuse {
+
+//! The grid of a sweep: every (lambda_max, lr) pair is a configuration, trained once per seed.
+struct sweep_grid {
+  std::vector<float> lambda_max;     //!< fit_args::lambda_max values (the head's weight), ≥ 0
+  std::vector<float> lr;             //!< fit_args::lr values, > 0
+  std::vector<std::uint64_t> seeds;  //!< fit_args::seed of each configuration's trainings
+
+  index_t configurations() const { return index_t(lambda_max.size() * lr.size()); }
+  index_t runs() const { return configurations() * index_t(seeds.size()); }
+};
+
+namespace detail {
+//! `v` in the fewest digits that read back as the same float ("0.01", not "0.010000").
+inline std::string float_text(float v) {
+  char buf[32];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+}  // namespace detail
+
+//! Checks `g`: each list non-empty and without repeats, λ_max finite and ≥ 0, lr finite and > 0.
+//! The error names the field (`sweep_grid.lr`) and what was expected.
+inline void check_grid(const sweep_grid& g) {
+  constexpr std::string_view where = "sweep_grid";
+  const auto check_values = [&](std::string_view field, const std::vector<float>& v,
+                                bool positive) {
+    if (v.empty()) fail(where, field, "at least one value", "an empty list");
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const bool ok = std::isfinite(v[i]) && (positive ? v[i] > 0 : v[i] >= 0);
+      if (!ok)
+        fail(where, field, positive ? "finite values > 0" : "finite values >= 0",
+             detail::float_text(v[i]) + " at position " + std::to_string(i));
+      for (std::size_t j = 0; j < i; ++j)
+        if (v[j] == v[i])
+          fail(where, field, "distinct values",
+               detail::float_text(v[i]) + " at positions " + std::to_string(j) + " and " +
+                   std::to_string(i));
+    }
+  };
+  check_values("lambda_max", g.lambda_max, false);
+  check_values("lr", g.lr, true);
+  if (g.seeds.empty()) fail(where, "seeds", "at least one seed", "an empty list");
+  for (std::size_t i = 0; i < g.seeds.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (g.seeds[j] == g.seeds[i])
+        fail(where, "seeds", "distinct seeds",
+             std::to_string(g.seeds[i]) + " at positions " + std::to_string(j) + " and " +
+                 std::to_string(i));
+}
+
+//! The processors this process may run on: the size of its affinity mask on Linux (what
+//! `taskset` and container CPU sets restrict; a CPU quota is not read), else
+//! std::thread::hardware_concurrency(); at least 1.
+inline int usable_processors() {
+#if defined(__linux__)
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0) return std::max(1, CPU_COUNT(&mask));
+#endif
+  return std::max(1, int(std::thread::hardware_concurrency()));
+}
+
+//! How a sweep shares the processors: `concurrent` trainings at once (P), each on `threads`
+//! OpenMP threads (T).
+struct sweep_plan {
+  int concurrent = 1;  //!< P
+  int threads = 1;     //!< T
+  int processors = 1;  //!< what the plan was made for (usable_processors())
+};
+
+//! P and T for `runs` trainings on `processors`. T is `threads_per_run`, 1 when 0: the networks
+//! dafuse trains are small, and two trainings on one thread each finish sooner than the same two
+//! one after the other on two threads (a step on two threads is well under twice as fast;
+//! docs/heads.md, "Label-free selection"). P = min(runs, processors / T, max_concurrent when
+//! > 0), at least 1; so P·T ≤ processors unless T alone exceeds them (P is then 1).
+inline sweep_plan plan_sweep(index_t runs,
+                             int processors,
+                             int threads_per_run = 0,
+                             int max_concurrent = 0) {
+  if (runs < 1) fail("plan_sweep", "runs", "at least 1", std::to_string(runs));
+  if (processors < 1) fail("plan_sweep", "processors", "at least 1", std::to_string(processors));
+  if (threads_per_run < 0)
+    fail("plan_sweep", "threads_per_run", "0 (one thread) or more",
+         std::to_string(threads_per_run));
+  if (max_concurrent < 0)
+    fail("plan_sweep", "max_concurrent", "0 (no limit) or more", std::to_string(max_concurrent));
+  sweep_plan p;
+  p.processors = processors;
+  p.threads = threads_per_run > 0 ? threads_per_run : 1;
+  index_t at_once = std::max(1, processors / p.threads);
+  if (max_concurrent > 0) at_once = std::min<index_t>(at_once, max_concurrent);
+  p.concurrent = int(std::min(at_once, runs));
+  return p;
+}
+
+//! What one training of the sweep measured.
+struct sweep_run {
+  index_t configuration = 0;  //!< index into sweep_result::configurations
+  float lambda_max = 0, lr = 0;
+  std::uint64_t seed = 0;
+  //! The validator's score of the model the training ended with (NaN: diverged, or non-finite
+  //! outputs).
+  double score = std::numeric_limits<double>::quiet_NaN();
+  //! Oracle figures (need target labels; NaN without): accuracy on the target rows trained on,
+  //! and on the target test set when one is given.
+  double target_accuracy = std::numeric_limits<double>::quiet_NaN();
+  double test_accuracy = std::numeric_limits<double>::quiet_NaN();
+  double seconds = 0;  //!< the training's wall time (fit_result::seconds)
+  bool diverged = false;
+};
+
+//! One configuration's figures over its seeds: mean, and sample standard deviation (n − 1; 0 for
+//! one seed). A mean over a NaN is NaN.
+struct sweep_configuration {
+  float lambda_max = 0, lr = 0;
+  double score = std::numeric_limits<double>::quiet_NaN();            //!< mean validator score
+  double target_accuracy = std::numeric_limits<double>::quiet_NaN();  //!< oracle figure
+  double target_accuracy_std = std::numeric_limits<double>::quiet_NaN();
+  double test_accuracy = std::numeric_limits<double>::quiet_NaN();  //!< oracle figure
+  double test_accuracy_std = std::numeric_limits<double>::quiet_NaN();
+};
+
+//! What a sweep returns.
+struct sweep_result {
+  select::validator selected_by = select::validator::entropy;  //!< the validator that chose
+  sweep_plan plan;
+  //! Every training, configuration-major then seed (the grid's order whatever ran when).
+  std::vector<sweep_run> runs;
+  //! λ_max-major, then lr: configuration c is (lambda_max[c / |lr|], lr[c % |lr|]).
+  std::vector<sweep_configuration> configurations;
+  //! The configuration the validator chose (label-free); -1 when every score is NaN.
+  index_t selected = -1;
+  //! The configuration with the best mean accuracy on the target test set, else on the target
+  //! rows: the *oracle* choice, made with target labels; -1 without labels.
+  index_t oracle = -1;
+  double seconds = 0;  //!< the whole sweep's wall time
+};
+
+//! Settings of a sweep besides its grid.
+struct sweep_options {
+  select::validator selector = select::validator::entropy;  //!< chooses the configuration
+  //! Each training's fit options (validation_fraction, validators, validator_rows, …). The sweep
+  //! sets eval_every, selector and clears what cannot be shared between trainings at once
+  //! (checkpoints, resume, callbacks, profiler, restore_best, patience).
+  fit_options fit{};
+  int threads_per_run = 0;  //!< T (0: 1)
+  int max_concurrent = 0;   //!< an upper bound on P (0: none)
+  int processors = 0;       //!< the processors to plan for (0: usable_processors())
+  //! Called after each training, on the worker that ran it, one call at a time: `done` of
+  //! `total` trainings have finished.
+  std::function<void(const sweep_run&, index_t done, index_t total)> on_run{};
+};
+
+namespace detail {
+
+//! Mean and sample standard deviation of `v` (NaN if any value is).
+inline std::pair<double, double> mean_std(const std::vector<double>& v) {
+  double mean = 0;
+  for (const double x : v) mean += x;
+  mean /= double(v.size());
+  double var = 0;
+  for (const double x : v) var += (x - mean) * (x - mean);
+  return {mean, v.size() > 1 ? std::sqrt(var / double(v.size() - 1)) : 0.0 * mean};
+}
+
+//! Fills the configurations and the two choices from the runs.
+inline void summarize_sweep(const sweep_grid& g, sweep_result& r) {
+  const index_t seeds = index_t(g.seeds.size());
+  r.configurations.assign(std::size_t(g.configurations()), {});
+  bool any_test = false, any_target = false;
+  for (index_t c = 0; c < g.configurations(); ++c) {
+    sweep_configuration& s = r.configurations[std::size_t(c)];
+    s.lambda_max = g.lambda_max[std::size_t(c) / g.lr.size()];
+    s.lr = g.lr[std::size_t(c) % g.lr.size()];
+    std::vector<double> score, target, test;
+    for (index_t k = 0; k < seeds; ++k) {
+      const sweep_run& run = r.runs[std::size_t(c * seeds + k)];
+      score.push_back(run.score);
+      target.push_back(run.target_accuracy);
+      test.push_back(run.test_accuracy);
+    }
+    s.score = mean_std(score).first;
+    std::tie(s.target_accuracy, s.target_accuracy_std) = mean_std(target);
+    std::tie(s.test_accuracy, s.test_accuracy_std) = mean_std(test);
+    any_target = any_target || std::isfinite(s.target_accuracy);
+    any_test = any_test || std::isfinite(s.test_accuracy);
+  }
+  for (index_t c = 0; c < g.configurations(); ++c) {
+    const sweep_configuration& s = r.configurations[std::size_t(c)];
+    if (improves(r.selected_by, s.score,
+                 r.selected < 0 ? std::numeric_limits<double>::quiet_NaN()
+                                : r.configurations[std::size_t(r.selected)].score))
+      r.selected = c;
+    const auto oracle_of = [&](const sweep_configuration& x) {
+      return any_test ? x.test_accuracy : x.target_accuracy;
+    };
+    if ((any_test || any_target) && std::isfinite(oracle_of(s)) &&
+        (r.oracle < 0 || oracle_of(s) > oracle_of(r.configurations[std::size_t(r.oracle)])))
+      r.oracle = c;
+  }
+}
+
+}  // namespace detail
+
+//! Runs every training of grid `g` with `train(args)`, P at a time on T threads each
+//! (plan_sweep), and chooses. `base` gives every fit_args field the grid does not set.
+//! `train(const fit_args&) -> sweep_run` fills score, the accuracies, seconds and diverged; it is
+//! called from P threads at once, each with omp_set_num_threads(T) done, and must be safe to call
+//! so. The first exception a training throws stops the handing out of new ones and is rethrown
+//! once the running ones have finished.
+template <class Train>
+sweep_result run_sweep(const fit_args& base,
+                       const sweep_grid& g,
+                       const sweep_options& o,
+                       Train&& train) {
+  check_grid(g);
+  const auto start = std::chrono::steady_clock::now();
+  sweep_result r;
+  r.selected_by = o.selector;
+  r.plan = plan_sweep(g.runs(), o.processors > 0 ? o.processors : usable_processors(),
+                      o.threads_per_run, o.max_concurrent);
+  const index_t total = g.runs(), seeds = index_t(g.seeds.size());
+  r.runs.assign(std::size_t(total), {});
+  std::atomic<index_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex report;  // guards `error`, `done` and on_run
+  std::exception_ptr error;
+  index_t done = 0;
+  const auto worker = [&] {
+#if defined(_OPENMP)
+    // This thread's own OpenMP setting (an ICV of the thread that opens the regions).
+    omp_set_num_threads(r.plan.threads);
+#endif
+    for (;;) {
+      if (failed.load()) return;
+      const index_t i = next.fetch_add(1);
+      if (i >= total) return;
+      const index_t c = i / seeds;
+      fit_args args = base;
+      args.lambda_max = g.lambda_max[std::size_t(c) / g.lr.size()];
+      args.lr = g.lr[std::size_t(c) % g.lr.size()];
+      args.seed = g.seeds[std::size_t(i % seeds)];
+      try {
+        sweep_run run = train(static_cast<const fit_args&>(args));
+        run.configuration = c;
+        run.lambda_max = args.lambda_max;
+        run.lr = args.lr;
+        run.seed = args.seed;
+        r.runs[std::size_t(i)] = run;
+        const std::lock_guard<std::mutex> lock(report);
+        ++done;
+        if (o.on_run) o.on_run(run, done, total);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(report);
+        if (!error) error = std::current_exception();
+        failed.store(true);
+        return;
+      }
+    }
+  };
+  std::vector<std::thread> workers;
+  workers.reserve(std::size_t(r.plan.concurrent));
+  try {
+    for (int p = 0; p < r.plan.concurrent; ++p) workers.emplace_back(worker);
+  } catch (...) {
+    // No thread to be had (a thread limit): the started ones finish their training and stop.
+    failed.store(true);
+    for (std::thread& w : workers) w.join();
+    throw;
+  }
+  for (std::thread& w : workers) w.join();
+  if (error) std::rethrow_exception(error);
+  detail::summarize_sweep(g, r);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+//! Sweeps `Step` over grid `g` on `source` and `target` (and a labelled `target_test`, when not
+//! null, scored with each training's final model, never trained on): each training is
+//! `fit(Step(args), source, target, options)` with one evaluation, at its last step, whose
+//! selector score is the run's score. See run_sweep for the parallelism and the choice.
+template <class Step, class Data>
+sweep_result sweep(const Data& source,
+                   const Data& target,
+                   const Data* target_test,
+                   const fit_args& base,
+                   const sweep_grid& g,
+                   const sweep_options& options) {
+  fit_options o = options.fit;
+  o.eval_every = base.steps;
+  o.selector = options.selector;
+  o.patience = 0;
+  o.restore_best = false;
+  o.checkpoint.clear();
+  o.checkpoint_every = 0;
+  o.best_checkpoint.clear();
+  o.resume.clear();
+  o.callbacks.clear();
+  o.profile = nullptr;
+  return run_sweep(base, g, options, [&](const fit_args& args) {
+    Step step(args);
+    const fit_result f = fit(step, source, target, o);
+    sweep_run run;
+    run.diverged = f.diverged;
+    run.seconds = f.seconds;
+    if (!f.diverged && !f.evaluations.empty() && f.evaluations.back().step == base.steps)
+      run.score = f.evaluations.back().selection_score;
+    if (!f.diverged) {
+      run.target_accuracy = f.target_accuracy;
+      if (target_test) run.test_accuracy = accuracy(step, *target_test);
+    }
+    return run;
+  });
+}
+
+//! The same without a target test set.
+template <class Step, class Data>
+sweep_result sweep(const Data& source,
+                   const Data& target,
+                   const fit_args& base,
+                   const sweep_grid& g,
+                   const sweep_options& options) {
+  return sweep<Step>(source, target, static_cast<const Data*>(nullptr), base, g, options);
+}
+
+}  // namespace dafuse
