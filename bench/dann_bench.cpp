@@ -1,8 +1,8 @@
 // The benchmark suite's C++ side: six DANN configurations (batch = B source + B target rows),
 // each timed in several executions of the same maths, side by side in one process:
 //
-// moons, digits-mlp, office-head, amazon, demo and lenet (bench/configs.hpp; amazon on the real Amazon
-// reviews, dvd → books, or synthetic rows of the same density without them).
+// moons, digits-mlp, office-head, amazon, demo and lenet (bench/configs.hpp; amazon on the real
+// Amazon reviews, dvd → books, or synthetic rows of the same density without them).
 //
 // Executions: the eager step (eager_step: one primitive per operation, every intermediate
 // materialised), the fused step (train_step) in fp32, bf16 and fp16 with and without global-norm
@@ -12,8 +12,10 @@
 // bytes of the step's own buffers. Then the table the seed asked for: speed-up and memory of
 // each execution over eager.
 //
-// Run: build/bench/dann_bench [--configs a,b] [--steps N] [--json FILE] [--data DIR]
-// (scripts/bench runs it, with --vs-pytorch also bench/pytorch, and prints the ratios).
+// Run: build/bench/dann_bench [--configs a,b] [--steps N | --seconds S] [--json FILE] [--data DIR]
+// (scripts/bench runs it, with --vs-pytorch also bench/pytorch, and prints the ratios). --seconds
+// times each execution for S seconds (at least 20 steps, at most 5000) instead of a count of steps
+// set by its FLOPs; it wins over --steps.
 #include <dafuse/dafuse.hpp>
 #include <dafuse/step/eager_step.hpp>
 
@@ -109,6 +111,10 @@ struct result {
   long steps = 0;
 };
 
+// --seconds S: each execution is timed for S seconds (after S/10 of warm-up) instead of for a
+// count of steps; 0 (the default) keeps the counts below.
+double seconds_per_execution = 0;
+
 long steps_for(double flops, long requested) {
   if (requested > 0) return requested;
   // About 1.5 s of measurement per execution at ~100 GFLOP/s, between 200 and 5000 steps.
@@ -118,7 +124,10 @@ long steps_for(double flops, long requested) {
 template <class F>
 result time_steps(
     const char* config, const std::string& execution, double flops, long steps, F&& one_step) {
-  const bench::timing t = bench::time_calls(std::max(20L, steps / 10), steps, one_step);
+  const bench::timing t = seconds_per_execution > 0
+                              ? bench::time_calls_for(seconds_per_execution / 10,
+                                                      seconds_per_execution, 20, 5000, one_step)
+                              : bench::time_calls(std::max(20L, steps / 10), steps, one_step);
   result r;
   r.median_us = t.median;
   r.q1_us = t.q1;
@@ -126,7 +135,7 @@ result time_steps(
   r.config = config;
   r.execution = execution;
   r.flops = flops;
-  r.steps = steps;
+  r.steps = t.calls;
   return r;
 }
 
@@ -153,6 +162,18 @@ df::fit_args bench_args(df::index_t batch) {
           .seed = 1,
           .eval_chunk = batch};
 }
+//! The same for a configuration's data: a sparse batch holds room for the densest batch the data
+//! can draw (fit_args::sparse_nonzeros), as fit sizes the steps it builds.
+df::fit_args bench_args(df::index_t batch, const df::data::dataset&, const df::data::dataset&) {
+  return bench_args(batch);
+}
+df::fit_args bench_args(df::index_t batch,
+                        const df::data::sparse_dataset& source,
+                        const df::data::sparse_dataset& target) {
+  df::fit_args a = bench_args(batch);
+  a.sparse_nonzeros = df::data::densest_batch_nonzeros(source, target, batch);
+  return a;
+}
 
 template <class Step, class Cfg, class Data>
 result step_only(const std::string& execution,
@@ -160,7 +181,7 @@ result step_only(const std::string& execution,
                  const Data& target,
                  double flops,
                  long steps) {
-  Step s(bench_args(Cfg::batch));
+  Step s(bench_args(Cfg::batch, source, target));
   fill_once(s, source, target);
   result r = time_steps(Cfg::name, execution, flops, steps_for(flops, steps), [&] { s.run(); });
   r.memory_bytes = s.memory_bytes();
@@ -273,7 +294,7 @@ void amazon_config(std::vector<result>& out, long steps) {
   out.push_back(step_only<fused<Cfg, df::precision::bf16, clip>, Cfg>("fused bf16 + clip", d.source,
                                                                       d.target, flops, steps));
   // Sparse batches are always gathered on the host (data::sparse_batcher): fill + step.
-  fused<Cfg> s(bench_args(Cfg::batch));
+  fused<Cfg> s(bench_args(Cfg::batch, d.source, d.target));
   df::data::sparse_batcher b(d.source, d.target, Cfg::batch, 1, true);
   result r =
       time_steps(Cfg::name, "fused fp32, sparse batcher", flops, steps_for(flops, steps), [&] {
@@ -349,10 +370,14 @@ int main(int argc, char** argv) {
       configs = argv[i + 1];
     else if (option == "--json")
       json = argv[i + 1];
+    else if (option == "--seconds")
+      seconds_per_execution = std::max(0.0, std::atof(argv[i + 1]));
     else if (option == "--data")
       data_dir = argv[i + 1];
     else {
-      std::fprintf(stderr, "dann_bench: unknown option %s (--configs, --steps, --json, --data)\n",
+      std::fprintf(stderr,
+                   "dann_bench: unknown option %s (--configs, --steps, --seconds, --json, "
+                   "--data)\n",
                    option.c_str());
       return 2;
     }

@@ -61,13 +61,17 @@ int main(int argc, char** argv) try {
   std::vector<double> source_only, dann;
   double seconds = 0;
   for (long seed = 1; seed <= seeds; ++seed) {
-    const df::fit_args args{.steps = steps,
-                            .batch = 64,
-                            .lr = 0.01f,
-                            .momentum = 0.9f,
-                            .lambda_max = 0.1f,
-                            .seed = std::uint64_t(seed),
-                            .init = df::nn::weight_init::torch_default};
+    const df::fit_args args{
+        .steps = steps,
+        .batch = 64,
+        .lr = 0.01f,
+        .momentum = 0.9f,
+        .lambda_max = 0.1f,
+        .seed = std::uint64_t(seed),
+        .init = df::nn::weight_init::torch_default,
+        // the batch buffers sized for these data's densest batch, not
+        // for 128 rows of 5000 non-zeros
+        .sparse_nonzeros = df::data::densest_batch_nonzeros(source, target, 64)};
     source_only_step so(args);
     const df::fit_result r_so = df::fit(so, source, target);
     dann_step da(args);

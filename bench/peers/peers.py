@@ -3,20 +3,32 @@
 
 Run it through scripts/peers (which installs skada and pytorch-adapt into build/peers-venv):
 
-    scripts/peers [--seeds 5] [--steps 3000] [--methods skada-dann,pytorch-adapt-dann,...]
+    scripts/peers [--task mnist-usps|amazon] [--seeds 5] [--steps N]
+                  [--methods skada-dann,pytorch-adapt-dann,...] [--pairs dvd-books,...]
 
-Task: JDA digits MNIST -> USPS (shared/data/jda_mnist_usps: 2000 MNIST rows as the labelled
-source, 1800 USPS rows as the unlabelled target and the test set), each 16x16 image flattened to
-256 values and L2-normalised, as in scripts/demo and tools/reference_mnist_usps.py. dafuse's
-set-up (bench/heads_accuracy.cpp, docs/heads.md): G_f 256 -> 256 -> 128 ReLU, G_y 128 -> 10,
-G_d 128 -> 128 ReLU -> 1 (PyTorch default init, torch.manual_seed(seed) first), batches of
-64 source + 64 target rows, 3000 steps of SGD (momentum 0.9), Ganin's schedules with
-p = step / steps: lambda = 2 / (1 + exp(-10 p)) - 1, lr = 0.03 / (1 + 10 p) ** 0.75; the DANN
-loss is the label cross-entropy plus lambda times the mean BCE of G_d over the 2B rows.
-Target accuracy: argmax of G_y(G_f(x)) on all 1800 USPS rows after training. Time: the whole
-run, from the data in memory to the trained model (the library's fit or our loop over its hook),
-time.perf_counter. Where a library cannot express a part of the set-up, the method's "differs"
-line says what runs instead. The libraries are used as installed packages only.
+mnist-usps (default): JDA digits MNIST -> USPS (shared/data/jda_mnist_usps: 2000 MNIST rows as
+the labelled source, 1800 USPS rows as the unlabelled target and the test set), each 16x16 image
+flattened to 256 values and L2-normalised, as in scripts/demo and tools/reference_mnist_usps.py.
+dafuse's set-up (bench/heads_accuracy.cpp, docs/heads.md): G_f 256 -> 256 -> 128 ReLU, G_y
+128 -> 10, G_d 128 -> 128 ReLU -> 1 (1280 -> 128 -> 1 on CDAN's map), batches of 64 source + 64
+target rows, 3000 steps of SGD (momentum 0.9), Ganin's schedules with p = step / steps:
+lambda = lambda_max (2 / (1 + exp(-10 p)) - 1), lambda_max = 1, lr = 0.03 / (1 + 10 p) ** 0.75.
+
+amazon: the Amazon reviews of the DANN paper (shared/data/amazon_reviews, its README's protocol:
+train on <source>_train, 2000 labelled reviews, with <target>_train, 2000 reviews whose labels
+are not read; accuracy on <target>_test), one run per pair of --pairs. dafuse's set-up
+(examples/02_amazon_reviews.cpp, docs/sparse.md): raw counts, G_f 5000 -> 100 ReLU, G_y 100 -> 2,
+G_d 100 -> 1 (a logistic regression on the features; 200 -> 1 on CDAN's map), B = 64 + 64, 2000
+steps of SGD (momentum 0.9), lr0 = 0.01, lambda_max = 0.1. The libraries' first layer is a
+dense nn.Linear on the count vectors (dafuse's multiplies only a row's non-zeros: the same
+products, the zeros cost time only).
+
+Both: the DANN loss is the label cross-entropy plus lambda times the mean BCE of G_d over the 2B
+rows; PyTorch default init, G_f, G_y, G_d built in that order after torch.manual_seed(seed).
+Time: the whole run, from the data in memory to the trained model (the library's fit or our loop
+over its hook), time.perf_counter. Where a library cannot express a part of the set-up, the
+method's "differs" line says what runs instead. The libraries are used as installed packages
+only.
 """
 
 import argparse
@@ -36,15 +48,40 @@ LR0 = 0.03
 MOMENTUM = 0.9
 
 METHODS = ["skada-source-only", "skada-dann", "skada-cdan", "skada-dan", "skada-deepcoral",
-           "skada-mcc", "pytorch-adapt-dann", "pytorch-adapt-mcc"]
+           "skada-mcc", "pytorch-adapt-dann", "pytorch-adapt-cdan", "pytorch-adapt-mcc"]
+TASKS = ["mnist-usps", "amazon"]
+AMAZON_DOMAINS = ["books", "dvd", "electronics", "kitchen"]
+AMAZON_PAIRS = [f"{s}-{t}" for s in AMAZON_DOMAINS for t in AMAZON_DOMAINS if s != t]
+# The pairs scripts/peers --task amazon runs unless --pairs says otherwise: the example's
+# default (dvd -> books) and two more of the paper's twelve, one each way between its two
+# clusters of domains (books/dvd and electronics/kitchen).
+DEFAULT_AMAZON_PAIRS = ["dvd-books", "books-kitchen", "electronics-dvd"]
+DEFAULT_STEPS = {"mnist-usps": 3000, "amazon": 2000}
 
 
-def ganin_lambda(p):
-    return 2.0 / (1.0 + math.exp(-10.0 * p)) - 1.0
+def ganin_lambda(p, lambda_max=1.0):
+    return lambda_max * (2.0 / (1.0 + math.exp(-10.0 * p)) - 1.0)
 
 
-def ganin_lr(p):
-    return LR0 / (1.0 + 10.0 * p) ** 0.75
+def ganin_lr(p, lr0=LR0):
+    return lr0 / (1.0 + 10.0 * p) ** 0.75
+
+
+class Setup:
+    """A task's data (numpy) and dafuse's set-up for it: widths, lr0 and lambda_max."""
+
+    def __init__(self, name, xs, ys, xt, x_test, y_test, widths, classes, gd_hidden, lr0,
+                 lambda_max):
+        self.name, self.xs, self.ys, self.xt = name, xs, ys, xt
+        self.x_test, self.y_test = x_test, y_test
+        self.widths, self.classes, self.gd_hidden = widths, classes, gd_hidden
+        self.lr0, self.lambda_max = lr0, lambda_max
+
+    def lam(self, p):
+        return ganin_lambda(p, self.lambda_max)
+
+    def lr(self, p):
+        return ganin_lr(p, self.lr0)
 
 
 def load_digits(np, data_dir):
@@ -64,14 +101,62 @@ def load_digits(np, data_dir):
     return domain("mnist") + domain("usps")
 
 
-def networks(torch, seed, cdan=False):
-    """G_f, G_y, G_d of dafuse's digits set-up (G_d reads softmax(g) (x) h, 1280 wide, for
-    CDAN), built in that order after torch.manual_seed(seed)."""
+def digits_setup(np, data_dir):
+    xs, ys, xt, yt = load_digits(np, data_dir)
+    return Setup("mnist-usps", xs, ys, xt, xt, yt, widths=[256, 256, 128], classes=10,
+                 gd_hidden=[128], lr0=0.03, lambda_max=1.0)
+
+
+def load_amazon_split(np, folder, prefix, n_features=5000):
+    """<prefix>_{indptr,indices,data,labels}.npy (CSR) as dense float32 rows and int64 labels,
+    with the README's promises checked."""
+    arrays = {}
+    for part in ("indptr", "indices", "data", "labels"):
+        path = os.path.join(folder, f"{prefix}_{part}.npy")
+        if not os.path.exists(path):
+            raise SystemExit(f"peers.py: {path} is missing (the Amazon reviews, "
+                             "shared/data/README.md)")
+        arrays[part] = np.load(path, allow_pickle=False)
+    indptr, indices, data = arrays["indptr"], arrays["indices"], arrays["data"]
+    n = len(arrays["labels"])
+    if len(indptr) != n + 1 or indptr[0] != 0 or indptr[-1] != len(indices) or \
+            len(data) != len(indices):
+        raise SystemExit(f"peers.py: {prefix}: CSR arrays of inconsistent sizes (indptr "
+                         f"{len(indptr)}, indices {len(indices)}, data {len(data)}, labels {n})")
+    if len(indices) and (indices.min() < 0 or indices.max() >= n_features):
+        raise SystemExit(f"peers.py: {prefix}_indices.npy: a column outside 0..{n_features - 1}")
+    x = np.zeros((n, n_features), dtype=np.float32)
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    x[rows, indices] = data
+    return x, arrays["labels"].astype(np.int64)
+
+
+def amazon_setup(np, data_dir, pair):
+    source, target = pair.split("-")
+    folder = os.path.join(data_dir, "amazon_reviews")
+    xs, ys = load_amazon_split(np, folder, source + "_train")
+    xt, _ = load_amazon_split(np, folder, target + "_train")  # its labels are not read
+    x_test, y_test = load_amazon_split(np, folder, target + "_test")
+    return Setup(pair, xs, ys, xt, x_test, y_test, widths=[5000, 100], classes=2, gd_hidden=[],
+                 lr0=0.01, lambda_max=0.1)
+
+
+def networks(torch, seed, setup, cdan=False):
+    """G_f, G_y, G_d of dafuse's set-up for the task (G_d reads softmax(g) (x) h, classes times
+    wider, for CDAN), built in that order after torch.manual_seed(seed)."""
     nn = torch.nn
     torch.manual_seed(seed)
-    g_f = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU())
-    g_y = nn.Linear(128, 10)
-    g_d = nn.Sequential(nn.Linear(1280 if cdan else 128, 128), nn.ReLU(), nn.Linear(128, 1))
+    layers = []
+    for n_in, n_out in zip(setup.widths, setup.widths[1:]):
+        layers += [nn.Linear(n_in, n_out), nn.ReLU()]
+    g_f = nn.Sequential(*layers)
+    features = setup.widths[-1]
+    g_y = nn.Linear(features, setup.classes)
+    d_layers, width = [], features * setup.classes if cdan else features
+    for hidden in setup.gd_hidden:
+        d_layers += [nn.Linear(width, hidden), nn.ReLU()]
+        width = hidden
+    g_d = nn.Sequential(*d_layers, nn.Linear(width, 1))
     return g_f, g_y, g_d
 
 
@@ -99,12 +184,13 @@ class EpochSampler:
 # skada (scikit-adaptation): skorch estimators
 # ---------------------------------------------------------------------------------------------
 
-def run_skada(torch, np, method, seed, steps, xs, ys, xt):
+def run_skada(torch, np, method, seed, steps, setup):
     import skada.deep as sd
     from skada.deep.modules import GradientReversalLayer
     from skorch.callbacks import Callback
     nn = torch.nn
-    g_f, g_y, g_d = networks(torch, seed, cdan=method == "skada-cdan")
+    xs, ys, xt = setup.xs, setup.ys, setup.xt
+    g_f, g_y, g_d = networks(torch, seed, setup, cdan=method == "skada-cdan")
 
     class Base(nn.Module):
         def __init__(self):
@@ -143,13 +229,13 @@ def run_skada(torch, np, method, seed, steps, xs, ys, xt):
                 return
             p = min(self.step / total, 1.0)
             for g in net.optimizer_.param_groups:
-                g["lr"] = ganin_lr(p)
-            disc.alpha = ganin_lambda(p) if adversarial else 0.0
+                g["lr"] = setup.lr(p)
+            disc.alpha = setup.lam(p) if adversarial else 0.0
             self.step += 1
 
     schedule = Schedule()
     common = dict(batch_size=BATCH, max_epochs=epochs, optimizer=torch.optim.SGD,
-                  optimizer__lr=LR0, optimizer__momentum=MOMENTUM, train_split=None,
+                  optimizer__lr=setup.lr0, optimizer__momentum=MOMENTUM, train_split=None,
                   callbacks=[schedule], verbose=0, device="cpu")
     differs = []
     if method == "skada-dann":
@@ -178,7 +264,8 @@ def run_skada(torch, np, method, seed, steps, xs, ys, xt):
     t0 = time.perf_counter()
     net.fit(X, y, sample_domain=domain)
     seconds = time.perf_counter() - t0
-    pred = net.predict(xt, sample_domain=-2 * np.ones(len(xt), dtype=np.int64))
+    x_test = setup.x_test
+    pred = net.predict(x_test, sample_domain=-2 * np.ones(len(x_test), dtype=np.int64))
     if schedule.step != total:
         differs.append(f"ran {schedule.step} steps, not the {total} planned")
     return pred, seconds, schedule.step, differs
@@ -188,77 +275,125 @@ def run_skada(torch, np, method, seed, steps, xs, ys, xt):
 # pytorch-adapt: hooks, driven by our loop
 # ---------------------------------------------------------------------------------------------
 
-def run_pytorch_adapt(torch, np, method, seed, steps, xs, ys, xt):
-    from pytorch_adapt.hooks import (ClassifierHook, DANNHook, FeaturesForDomainLossHook,
-                                     GradientReversalHook, MCCHook)
+def run_pytorch_adapt(torch, np, method, seed, steps, setup):
+    from pytorch_adapt.hooks import (CDANHook, ClassifierHook, DANNHook,
+                                     FeaturesForDomainLossHook, GradientReversalHook, MCCHook)
     from pytorch_adapt.weighters import SumWeighter
     nn = torch.nn
-    g_f, g_y, g_d = networks(torch, seed)
+    cdan = method == "pytorch-adapt-cdan"
+    g_f, g_y, g_d = networks(torch, seed, setup, cdan=cdan)
     d = nn.Sequential(g_d, nn.Flatten(0))
     differs = []
+    reversal, g_weighter = None, None
     if method == "pytorch-adapt-dann":
         models = {"G": g_f, "C": g_y, "D": d}
-        opt = torch.optim.SGD([p for m in (g_f, g_y, g_d) for p in m.parameters()], lr=LR0,
-                              momentum=MOMENTUM)
+        opts = [torch.optim.SGD([p for m in (g_f, g_y, g_d) for p in m.parameters()],
+                                lr=setup.lr0, momentum=MOMENTUM)]
         # the hook DANNHook makes by default, kept to set its reversal layer's weight (fn)
         reversal_hook = GradientReversalHook(weight=0.0,
                                              apply_to=FeaturesForDomainLossHook().out_keys)
         reversal = reversal_hook.fn
         # the domain losses are means over each domain's B rows: 1/2 each is the mean over 2B
-        hook = DANNHook([opt], gradient_reversal=reversal_hook,
+        hook = DANNHook(opts, gradient_reversal=reversal_hook,
                         weighter=SumWeighter(weights={"src_domain_loss": 0.5,
                                                       "target_domain_loss": 0.5}))
+    elif cdan:
+        class MultilinearMap(nn.Module):
+            """CDAN's map of a row: softmax(g) (x) h, classes * features values."""
+
+            def forward(self, features, probabilities):
+                return torch.bmm(probabilities.unsqueeze(2),
+                                 features.unsqueeze(1)).flatten(1)
+
+        models = {"G": g_f, "C": g_y, "D": d, "feature_combiner": MultilinearMap()}
+        g_opt = torch.optim.SGD([p for m in (g_f, g_y) for p in m.parameters()], lr=setup.lr0,
+                                momentum=MOMENTUM)
+        d_opt = torch.optim.SGD(g_d.parameters(), lr=setup.lr0, momentum=MOMENTUM)
+        opts = [g_opt, d_opt]
+        # lambda / 2 per domain: lambda times the mean over the 2B rows, set every step
+        g_weighter = SumWeighter(weights={"src_c_loss": 1.0, "g_src_domain_loss": 0.0,
+                                          "g_target_domain_loss": 0.0})
+        hook = CDANHook(d_opts=[d_opt], g_opts=[g_opt], g_weighter=g_weighter,
+                        d_weighter=SumWeighter(weights={"d_src_domain_loss": 0.5,
+                                                        "d_target_domain_loss": 0.5}))
+        differs.append("pytorch-adapt's CDAN is a GAN: each step first trains G_d (its own SGD, "
+                       "same schedule) on the detached map, then G_f and G_y on the label loss "
+                       "plus lambda times G_d's loss with the domain labels swapped; dafuse's "
+                       "one step reverses the gradient (-lambda) with G_d's update in the same "
+                       "pass. No CDAN+E weights")
     else:
         models = {"G": g_f, "C": g_y}
-        opt = torch.optim.SGD([p for m in (g_f, g_y) for p in m.parameters()], lr=LR0,
-                              momentum=MOMENTUM)
-        reversal = None
-        hook = ClassifierHook(opts=[opt], post=[MCCHook()])
+        opts = [torch.optim.SGD([p for m in (g_f, g_y) for p in m.parameters()], lr=setup.lr0,
+                                momentum=MOMENTUM)]
+        hook = ClassifierHook(opts=opts, post=[MCCHook()])
         differs.append("MCC loss weight 1 (pytorch-adapt's default, temperature its default); "
                        "no lambda schedule; G_d unused")
-    xs_t, ys_t, xt_t = torch.from_numpy(xs), torch.from_numpy(ys), torch.from_numpy(xt)
-    src = EpochSampler(torch, len(xs), BATCH, seed)
-    tgt = EpochSampler(torch, len(xt), BATCH, seed)
+    xs_t, ys_t = torch.from_numpy(setup.xs), torch.from_numpy(setup.ys)
+    xt_t = torch.from_numpy(setup.xt)
+    src = EpochSampler(torch, len(setup.xs), BATCH, seed)
+    tgt = EpochSampler(torch, len(setup.xt), BATCH, seed)
     src_domain = torch.zeros(BATCH)
     tgt_domain = torch.ones(BATCH)
     t0 = time.perf_counter()
     for step in range(steps):
         p = step / steps
-        for g in opt.param_groups:
-            g["lr"] = ganin_lr(p)
+        for opt in opts:
+            for g in opt.param_groups:
+                g["lr"] = setup.lr(p)
         if reversal is not None:
-            reversal.update_weight(ganin_lambda(p))
+            reversal.update_weight(setup.lam(p))
+        if g_weighter is not None:
+            g_weighter.weights["g_src_domain_loss"] = setup.lam(p) / 2
+            g_weighter.weights["g_target_domain_loss"] = setup.lam(p) / 2
         si, ti = src.next(), tgt.next()
         hook({**models, "src_imgs": xs_t[si], "src_labels": ys_t[si], "target_imgs": xt_t[ti],
               "src_domain": src_domain, "target_domain": tgt_domain})
     seconds = time.perf_counter() - t0
     with torch.no_grad():
-        pred = g_y(g_f(xt_t)).argmax(dim=1).numpy()
+        pred = g_y(g_f(torch.from_numpy(setup.x_test))).argmax(dim=1).numpy()
     return pred, seconds, steps, differs
+
+
+def parse_list(text, allowed, what):
+    items = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in items if m not in allowed]
+    if bad:
+        raise SystemExit(f"peers.py: unknown {what} {', '.join(bad)} (choose from "
+                         f"{', '.join(allowed)})")
+    if not items:
+        raise SystemExit(f"peers.py: no {what} given")
+    return items
+
+
+# The methods run on the Amazon reviews unless --methods says otherwise: those dafuse has a
+# figure for (source-only, DANN) in each library, and pytorch-adapt's CDAN.
+AMAZON_METHODS = ["skada-source-only", "skada-dann", "pytorch-adapt-dann", "pytorch-adapt-cdan"]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--task", default="mnist-usps", choices=TASKS)
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--steps", type=int, help="default: 3000 for mnist-usps, 2000 for amazon")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--methods", default=",".join(METHODS),
-                    help="comma list from: " + ", ".join(METHODS))
+    ap.add_argument("--methods", help="comma list from: " + ", ".join(METHODS) + " (default: "
+                    "all for mnist-usps; " + ", ".join(AMAZON_METHODS) + " for amazon)")
+    ap.add_argument("--pairs", default=",".join(DEFAULT_AMAZON_PAIRS),
+                    help="amazon: source-target pairs from: " + ", ".join(AMAZON_PAIRS) +
+                    " (default %(default)s)")
     ap.add_argument("--data", default=DEFAULT_DATA)
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args()
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    bad = [m for m in methods if m not in METHODS]
-    if bad:
-        raise SystemExit(f"peers.py: unknown method {', '.join(bad)} (choose from "
-                         f"{', '.join(METHODS)})")
-    if args.seeds < 1 or args.steps < 1:
+    methods = parse_list(args.methods or ",".join(METHODS if args.task == "mnist-usps"
+                                                  else AMAZON_METHODS), METHODS, "method")
+    pairs = parse_list(args.pairs, AMAZON_PAIRS, "pair") if args.task == "amazon" else [None]
+    steps = args.steps if args.steps is not None else DEFAULT_STEPS[args.task]
+    if args.seeds < 1 or steps < 1:
         raise SystemExit("peers.py: --seeds and --steps take counts of at least 1")
     warnings.filterwarnings("ignore")
     import numpy as np
     import torch
     torch.set_num_threads(args.threads)
-    xs, ys, xt, yt = load_digits(np, args.data)
     versions = {"python": platform.python_version(), "torch": torch.__version__,
                 "numpy": np.__version__}
     for name in ("skada", "skorch", "pytorch_adapt"):
@@ -272,40 +407,43 @@ def main():
     def write_json():
         if args.json:  # after each method, so that a run cut short keeps what it finished
             with open(args.json, "w") as f:
-                json.dump({"versions": versions, "seeds": args.seeds, "steps": args.steps,
-                           "threads": args.threads, "results": results}, f, indent=1)
-    for method in methods:
-        runner = run_skada if method.startswith("skada") else run_pytorch_adapt
-        accs, times, differs, error, steps_run = [], [], [], None, None
-        for seed in range(1, args.seeds + 1):
-            try:
-                pred, seconds, steps_run, differs = runner(torch, np, method, seed, args.steps,
-                                                           xs, ys, xt)
-            except Exception as e:  # noqa: BLE001 - say why, go on with the next method
-                error = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}" \
-                    if str(e).strip() else type(e).__name__
-                print(f"{method}: n/a: {error}", flush=True)
-                break
-            accs.append(100.0 * float((pred == yt).mean()))
-            times.append(seconds)
-            print(f"{method} seed {seed}: {accs[-1]:.2f} % ({seconds:.2f} s, {steps_run} steps)",
-                  flush=True)
-        r = {"method": method, "seeds": len(accs), "accuracies": accs, "seconds": times,
-             "steps": steps_run, "differs": differs, "error": error}
-        if accs:
-            r["mean"] = statistics.mean(accs)
-            r["std"] = statistics.stdev(accs) if len(accs) > 1 else 0.0
-            r["seconds_per_run"] = statistics.mean(times)
-        results.append(r)
-        write_json()
+                json.dump({"versions": versions, "task": args.task, "seeds": args.seeds,
+                           "steps": steps, "threads": args.threads, "results": results}, f,
+                          indent=1)
+    for pair in pairs:
+        setup = digits_setup(np, args.data) if pair is None else amazon_setup(np, args.data, pair)
+        for method in methods:
+            runner = run_skada if method.startswith("skada") else run_pytorch_adapt
+            accs, times, differs, error, steps_run = [], [], [], None, None
+            for seed in range(1, args.seeds + 1):
+                try:
+                    pred, seconds, steps_run, differs = runner(torch, np, method, seed, steps,
+                                                               setup)
+                except Exception as e:  # noqa: BLE001 - say why, go on with the next method
+                    error = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}" \
+                        if str(e).strip() else type(e).__name__
+                    print(f"{setup.name} {method}: n/a: {error}", flush=True)
+                    break
+                accs.append(100.0 * float((pred == setup.y_test).mean()))
+                times.append(seconds)
+                print(f"{setup.name} {method} seed {seed}: {accs[-1]:.2f} % ({seconds:.2f} s, "
+                      f"{steps_run} steps)", flush=True)
+            r = {"task": setup.name, "method": method, "seeds": len(accs), "accuracies": accs,
+                 "seconds": times, "steps": steps_run, "differs": differs, "error": error}
+            if accs:
+                r["mean"] = statistics.mean(accs)
+                r["std"] = statistics.stdev(accs) if len(accs) > 1 else 0.0
+                r["seconds_per_run"] = statistics.mean(times)
+            results.append(r)
+            write_json()
     print()
-    print(f"MNIST -> USPS target accuracy, {args.seeds} seeds, {args.steps} steps, "
+    print(f"{args.task}: target accuracy, {args.seeds} seeds, {steps} steps, "
           f"{args.threads} threads")
     for r in results:
         if r.get("mean") is None:
-            print(f"  {r['method']:<20} n/a: {r['error']}")
+            print(f"  {r['task']:<18} {r['method']:<20} n/a: {r['error']}")
             continue
-        print(f"  {r['method']:<20} {r['mean']:6.2f} ± {r['std']:.2f} %   "
+        print(f"  {r['task']:<18} {r['method']:<20} {r['mean']:6.2f} ± {r['std']:.2f} %   "
               f"{r['seconds_per_run']:.2f} s per run" +
               (f"   (differs: {'; '.join(r['differs'])})" if r["differs"] else ""))
     return 0

@@ -1,15 +1,29 @@
 #!/usr/bin/env python3
 """bench/compare.py: rounds are paired by order, ratios are taken within a round, and the tables
 print the median of the rounds' ratios. Only the standard library (unittest)."""
+import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import unittest
 
-COMPARE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
-                       "compare.py")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+COMPARE = os.path.join(ROOT, "bench", "compare.py")
+
+
+def load_module(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def read(*parts):
+    with open(os.path.join(ROOT, *parts)) as f:
+        return f.read()
 
 
 def ours(config, fused_us, eager_us, ceiling=400.0, nearby=None):
@@ -146,6 +160,18 @@ class CompareTest(unittest.TestCase):
         self.assertIsNone(by_exec["compile-max"]["memory_ratio"])
         self.assertIn("torch.compile fp32 vs fused fp32", p.stdout)
 
+    def test_an_execution_of_round_one_only_pairs_within_round_one(self):
+        # scripts/bench --late-rounds: compile-max ran in round 1 only; its ratio is round 1's,
+        # the other executions keep both rounds.
+        runs = [ours("demo", 500, 1000), torch("demo", 2.0, compile_max={"median_ms": 3.0}),
+                ours("demo", 1000, 2000), torch("demo", 3.0)]
+        p, result = self.run_compare(runs)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        by_exec = {r["pytorch_execution"]: r for r in result["ratios"]}
+        self.assertEqual(by_exec["compile-max"]["round_speedup"], [6.0, None])
+        self.assertEqual(by_exec["compile-max"]["speedup"], 6.0)
+        self.assertEqual(by_exec["eager"]["round_speedup"], [4.0, 3.0])
+
     def test_pytorch_table_over_its_own_eager(self):
         # The seed's table: speed-up over eager is the median of the rounds' own ratios; memory
         # over eager's; compile seconds of every round; the most graph breaks and recompiles.
@@ -206,6 +232,41 @@ class CompareTest(unittest.TestCase):
                                text=True)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("--svg needs a file name", p.stderr)
+
+
+class SuiteTest(unittest.TestCase):
+    """The lists of configurations agree on every side of scripts/bench, and its options are
+    checked before anything is built or run."""
+
+    def test_every_side_knows_every_configuration(self):
+        script = re.search(r"^all_configs=\(([^)]*)\)", read("scripts", "bench"), re.M)
+        self.assertIsNotNone(script, "scripts/bench has no all_configs=(...) line")
+        in_script = script.group(1).split()
+        cpp = re.search(r'std::string configs = "([^"]*)"', read("bench", "dann_bench.cpp"))
+        self.assertIsNotNone(cpp, "dann_bench.cpp's default --configs not found")
+        compare = load_module("compare", COMPARE)
+        torch_side = load_module("dann_bench", os.path.join(ROOT, "bench", "pytorch",
+                                                            "dann_bench.py"))
+        self.assertIn("lenet", in_script)
+        self.assertEqual(in_script, cpp.group(1).split(","))
+        self.assertEqual(in_script, compare.CONFIGS)
+        self.assertEqual(in_script, torch_side.CONFIG_NAMES)
+
+    def run_bench(self, *args):
+        return subprocess.run(["bash", os.path.join(ROOT, "scripts", "bench"), *args],
+                              capture_output=True, text=True, timeout=60)
+
+    def test_options_are_checked_first(self):
+        for args, message in [
+                (("--configs", "moons,nope"), "unknown configuration 'nope'"),
+                (("--torch-executions", "eager,jit"), "unknown PyTorch execution 'jit'"),
+                (("--late-rounds", "compile,fast"), "unknown PyTorch execution 'fast'"),
+                (("--seconds", "soon"), "--seconds takes a number of seconds, not 'soon'"),
+                (("--torch-warmup", "-1"), "--torch-warmup takes a count of steps, not '-1'"),
+                (("--rounds", "0"), "--rounds takes a count of at least 1")]:
+            p = self.run_bench(*args)
+            self.assertEqual(p.returncode, 2, (args, p.stdout, p.stderr))
+            self.assertIn(message, p.stdout, args)
 
 
 if __name__ == "__main__":

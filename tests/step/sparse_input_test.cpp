@@ -4,17 +4,21 @@
 // over many steps with changing batches (so a stale weight-gradient column would show), the same
 // predictions; bad batches are errors; fit on CSR data sets trains. On several threads the batch
 // is dealt among them by feature: the same gradients as on one, and a bad batch changes nothing.
+// A step whose batch holds room for its data's densest batch (fit_args::sparse_nonzeros) holds
+// less and trains the same bits; too little room is refused, naming the field.
 #include <dafuse/head/dann.hpp>
 #include <dafuse/head/source_only.hpp>
 #include <dafuse/step/train_step.hpp>
 
 #include <dafuse/data/csr.hpp>
+#include <dafuse/data/sparse_batcher.hpp>
 #include <dafuse/train/fit.hpp>
 
 #include "../check.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 namespace df = dafuse;
@@ -133,22 +137,33 @@ TEST_CASE("a malformed sparse batch is an error that names the slot") {
   CHECK_NOTHROW(sparse.run());  // usable again after the errors
 }
 
+namespace {
+// Two separable classes of sparse rows: class k puts counts on features [15k, 15k + 15), and
+// `extra` more counts at random on row i when i % 7 == 0 (rows of differing lengths).
+std::pair<df::data::sparse_dataset, df::data::dataset> toy_sets(df::data::domain side,
+                                                                std::uint32_t stream,
+                                                                int extra = 0) {
+  df::counter_rng rng(5, df::rng_stream::synthetic_data, stream);
+  std::vector<float> x(120 * 30, 0.0f);
+  std::vector<std::int32_t> y(120);
+  for (std::size_t i = 0; i < 120; ++i) {
+    y[i] = std::int32_t(i % 2);
+    for (int k = 0; k < 4; ++k) x[i * 30 + 15 * std::size_t(y[i]) + rng.below(15)] += 1.0f;
+    x[i * 30 + rng.below(30)] += 1.0f;  // noise
+    if (i % 7 == 0)
+      for (int k = 0; k < extra; ++k) x[i * 30 + rng.below(30)] += 1.0f;
+  }
+  df::data::sparse_dataset s =
+      df::data::make_sparse_dataset("toy", side, df::data::to_csr(x.data(), 120, 30), y);
+  df::data::dataset d =
+      df::data::make_dataset("toy", side, df::data::host_array<float>{{120, 30}, x}, y);
+  return {s, d};
+}
+}  // namespace
+
 TEST_CASE("fit on CSR data sets trains and predicts as the dense step does") {
-  // Two separable classes of sparse rows: class k puts counts on features [15k, 15k + 15).
   const auto make = [](df::data::domain side, std::uint32_t stream) {
-    df::counter_rng rng(5, df::rng_stream::synthetic_data, stream);
-    std::vector<float> x(120 * 30, 0.0f);
-    std::vector<std::int32_t> y(120);
-    for (std::size_t i = 0; i < 120; ++i) {
-      y[i] = std::int32_t(i % 2);
-      for (int k = 0; k < 4; ++k) x[i * 30 + 15 * std::size_t(y[i]) + rng.below(15)] += 1.0f;
-      x[i * 30 + rng.below(30)] += 1.0f;  // noise
-    }
-    df::data::sparse_dataset s =
-        df::data::make_sparse_dataset("toy", side, df::data::to_csr(x.data(), 120, 30), y);
-    df::data::dataset d =
-        df::data::make_dataset("toy", side, df::data::host_array<float>{{120, 30}, x}, y);
-    return std::pair{s, d};
+    return toy_sets(side, stream);
   };
   const auto [sparse_source, dense_source] = make(df::data::domain::source, 1);
   const auto [sparse_target, dense_target] = make(df::data::domain::target, 2);
@@ -276,4 +291,103 @@ TEST_CASE("a malformed batch leaves a sparse step as it was, on one thread or de
                        clean.gradients().begin()));
       return 0;
     });
+}
+
+// ---- Room for the data's densest batch (fit_args::sparse_nonzeros) -----------------------------
+
+TEST_CASE(
+    "densest_batch_nonzeros sums each set's longest rows, as often as a batch can draw them") {
+  // Row lengths: source 3, 1, 4, 1, 5; target 2, 7.
+  const auto set = [](df::data::domain side, const std::vector<int>& lengths) {
+    std::vector<float> x(lengths.size() * 10, 0.0f);
+    for (std::size_t i = 0; i < lengths.size(); ++i)
+      for (int k = 0; k < lengths[i]; ++k) x[i * 10 + std::size_t(k)] = 1.0f;
+    return df::data::make_sparse_dataset(
+        "lengths", side, df::data::to_csr(x.data(), df::index_t(lengths.size()), 10),
+        std::vector<std::int32_t>(lengths.size(), 0));
+  };
+  const auto source = set(df::data::domain::source, {3, 1, 4, 1, 5});
+  const auto target = set(df::data::domain::target, {2, 7});
+  // Two draws can straddle two epochs and draw the same row twice.
+  CHECK(df::data::densest_batch_nonzeros(source, target, 2) == (5 + 5) + (7 + 7));
+  CHECK(df::data::densest_batch_nonzeros(source, target, 2, false) == 5 + 5);
+  CHECK(df::data::densest_batch_nonzeros(source, target, 1) == 5 + 7);
+  // Ten draws touch up to 3 epochs of the 5 source rows and 6 of the 2 target rows.
+  CHECK(df::data::densest_batch_nonzeros(source, target, 10) ==
+        (3 * 5 + 3 * 4 + 3 * 3 + 1) + (6 * 7 + 4 * 2));
+  // A bound: the batches the sampler draws never hold more.
+  for (df::index_t batch : {1, 2, 3, 4, 10}) {
+    CAPTURE(batch);
+    const df::index_t bound = df::data::densest_batch_nonzeros(source, target, batch);
+    df::data::sparse_batcher b(source, target, batch, 7, true);
+    std::vector<std::int32_t> offsets(static_cast<std::size_t>(2 * batch + 1));
+    std::vector<std::int32_t> indices(static_cast<std::size_t>(bound));
+    std::vector<float> values(static_cast<std::size_t>(bound));
+    std::vector<std::int32_t> labels(static_cast<std::size_t>(batch));
+    const df::sparse_batch_slots<float> slots{offsets, indices, values};
+    for (int t = 0; t < 50; ++t) CHECK_NOTHROW(b.fill(slots, labels));
+  }
+}
+
+TEST_CASE(
+    "a sparse step with room for its data's densest batch holds less and trains the same bits") {
+  const auto source = toy_sets(df::data::domain::source, 1, 6).first;
+  const auto target = toy_sets(df::data::domain::target, 2, 6).first;
+  const df::index_t densest = df::data::densest_batch_nonzeros(source, target, args.batch);
+  REQUIRE(densest < 30 * 2 * args.batch);
+  df::fit_args sized_args = args;
+  sized_args.sparse_nonzeros = densest;
+  for (int threads : {1, 2})
+    with_threads(threads, [&] {
+      CAPTURE(threads);
+      step_t<sparse_net> roomy(args), sized(sized_args);
+      CHECK(roomy.sparse_batch().values.size() == std::size_t(30 * 2 * args.batch));
+      CHECK(sized.sparse_batch().values.size() == std::size_t(densest));
+      // The batch's indices and values, and on two threads the dealt parts' copies of them.
+      const std::size_t saved = std::size_t(30 * 2 * args.batch - densest) * 8;
+      CHECK(roomy.memory_bytes() - sized.memory_bytes() >= saved * std::size_t(threads));
+      df::data::sparse_batcher a(source, target, args.batch, args.seed, true);
+      df::data::sparse_batcher b(source, target, args.batch, args.seed, true);
+      for (int t = 0; t < 30; ++t) {
+        a.fill(roomy.sparse_batch(), roomy.source_labels());
+        b.fill(sized.sparse_batch(), sized.source_labels());
+        roomy.run();
+        sized.run();
+      }
+      CHECK(std::equal(roomy.parameters().begin(), roomy.parameters().end(),
+                       sized.parameters().begin()));
+      return 0;
+    });
+}
+
+TEST_CASE("too little room for a sparse batch is refused, naming fit_args.sparse_nonzeros") {
+  const auto source = toy_sets(df::data::domain::source, 1, 6).first;
+  const auto target = toy_sets(df::data::domain::target, 2, 6).first;
+  const df::index_t densest = df::data::densest_batch_nonzeros(source, target, args.batch);
+  df::fit_args small = args;
+  small.sparse_nonzeros = densest - 1;
+  step_t<sparse_net> s(small);
+  // fit checks the room against the data before the first step
+  const std::string expected =
+      "fit: fit_args.sparse_nonzeros: expected room for the densest batch these data can draw, " +
+      std::to_string(densest) + " non-zeros";
+  CHECK_THROWS_WITH_AS(df::fit(s, source, target), doctest::Contains(expected.c_str()), df::error);
+  // the batcher, at a batch that does not fit
+  small.sparse_nonzeros = 3;
+  step_t<sparse_net> tiny(small);
+  df::data::sparse_batcher b(source, target, args.batch, args.seed, true);
+  CHECK_THROWS_WITH_AS(b.fill(tiny.sparse_batch(), tiny.source_labels()),
+                       doctest::Contains("found 3 (fit_args::sparse_nonzeros"), df::error);
+  df::fit_args negative = args;
+  negative.sparse_nonzeros = -1;
+  CHECK_THROWS_WITH_AS(step_t<sparse_net>{negative},
+                       doctest::Contains("fit_args.sparse_nonzeros: expected 0"), df::error);
+  // fit sizes the step it builds from the data: the same bits as a step with the densest room
+  df::fit_args a = args;
+  a.steps = 40;
+  step_t<sparse_net> roomy(a);
+  df::fit(roomy, source, target);
+  const df::fit_result built = df::fit<step_t<sparse_net>>(source, target, a);
+  CHECK(std::equal(roomy.parameters().begin(), roomy.parameters().end(), built.parameters.begin(),
+                   [](float p, double q) { return double(p) == q; }));
 }

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <utility>
@@ -28,6 +29,33 @@ namespace dafuse::data {
 //! column), without a copy: what train_step::predict reads.
 inline sparse_matrix_view<const float> sparse_columns(const csr_matrix& m) {
   return {m.indptr.data(), m.indices.data(), m.values.data(), m.cols, m.rows};
+}
+
+//! A bound on the non-zeros of a batch of `batch` source rows (and as many target rows, with
+//! `with_target`): what fit_args::sparse_nonzeros needs to be for a step to hold every batch the
+//! samplers can draw from these data. A batch is `batch` consecutive draws of a set's epoch
+//! sampler, so it touches at most e = ⌈(batch − 1) / rows⌉ + 1 epochs and holds a row at most
+//! e times (a batch that straddles two epochs can draw a row twice): the bound is the sum of the
+//! `batch` longest rows of the set with each row counted e times.
+inline index_t densest_batch_nonzeros(const sparse_dataset& source,
+                                      const sparse_dataset& target,
+                                      index_t batch,
+                                      bool with_target = true) {
+  const auto longest = [batch](const csr_matrix& m) {
+    if (batch < 1 || m.rows < 1) return index_t(0);
+    const index_t epochs = batch == 1 ? 1 : (batch - 1 + m.rows - 1) / m.rows + 1;
+    std::vector<index_t> lengths(std::size_t(m.rows));
+    for (index_t i = 0; i < m.rows; ++i) lengths[std::size_t(i)] = m.row_nnz(i);
+    std::sort(lengths.begin(), lengths.end(), std::greater<>());
+    index_t sum = 0, left = batch;
+    for (std::size_t k = 0; k < lengths.size() && left > 0; ++k) {
+      const index_t times = std::min(epochs, left);
+      sum += times * lengths[k];
+      left -= times;
+    }
+    return sum;
+  };
+  return longest(source.features) + (with_target ? longest(target.features) : 0);
 }
 
 //! Fills a sparse step's batch from a labelled sparse source and a sparse target.
@@ -72,7 +100,9 @@ class sparse_batcher {
       if (at + count > slots.values.size())
         fail("sparse_batcher", "step batch",
              "room for " + std::to_string(at + count) + " non-zeros",
-             std::to_string(slots.values.size()));
+             std::to_string(slots.values.size()) +
+                 " (fit_args::sparse_nonzeros: data::densest_batch_nonzeros gives the room "
+                 "these data need, 0 the densest possible)");
       std::copy_n(m.indices.begin() + std::ptrdiff_t(first), count,
                   slots.indices.begin() + std::ptrdiff_t(at));
       std::copy_n(m.values.begin() + std::ptrdiff_t(first), count,

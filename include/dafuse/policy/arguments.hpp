@@ -42,6 +42,12 @@ struct fit_args {
   std::uint64_t seed = 0;       //!< initialisation and sampling; same seed → same result
   nn::weight_init init = nn::weight_init::glorot_he;  //!< initialisation scheme (nn/init.hpp)
   index_t eval_chunk = 1024;                          //!< samples per forward pass when evaluating
+  //! A step with sparse input (nn::sparse_input): the non-zeros its batch buffers hold room
+  //! for. 0: every feature of every row (the densest batch possible: 5 MB for 5000 features and
+  //! 128 rows, where an Amazon reviews batch holds about 12 000 non-zeros);
+  //! data::densest_batch_nonzeros gives the most a pair of data sets can draw, and fit sizes the
+  //! step it builds that way.
+  index_t sparse_nonzeros = 0;
   float loss_scale_init = 65536.0f;    //!< loss_scale::dynamic: the first S (GradScaler: 2^16)
   float loss_scale_growth = 2.0f;      //!< loss_scale::dynamic: S ← S · growth after an interval
   float loss_scale_backoff = 0.5f;     //!< loss_scale::dynamic: S ← S · backoff on overflow

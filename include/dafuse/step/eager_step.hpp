@@ -222,7 +222,8 @@ class eager_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
 
   //! Sizes and allocates every buffer once, and initialises the parameters from args.seed exactly
   //! as train_step does.
-  explicit eager_step(const fit_args& args) : args_(checked(args)), memory_(args_.batch) {
+  explicit eager_step(const fit_args& args)
+      : args_(checked(args)), memory_(args_.batch, args_.sparse_nonzeros) {
     const index_t b = args_.batch;
     const index_t rows = feature_rows();
     const index_t adversarial_values = adversarial

@@ -166,6 +166,11 @@ struct step_types {
         return {"fit_args.lr_mult: expected finite multipliers >= 0, found " + std::to_string(m)};
     if (a.eval_chunk < 1)
       return {"fit_args.eval_chunk: expected at least 1, found " + std::to_string(a.eval_chunk)};
+    if (a.sparse_nonzeros < 0)
+      return {
+          "fit_args.sparse_nonzeros: expected 0 (room for the densest batch) or a count of "
+          "non-zeros, found " +
+          std::to_string(a.sparse_nonzeros)};
     for (const status& s : {Clip::can_implement(a), Head::can_implement(a), Optim::can_implement(a),
                             loss_scale_type::can_implement(a)})
       if (!s) return s;

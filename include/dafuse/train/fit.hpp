@@ -621,6 +621,14 @@ fit_result fit_on(Step& step,
     }
   check_fit_data<Step>(*train, target, validation);
   if constexpr (std::is_same_v<Data, data::sparse_dataset>) {
+    // Refused before the first step rather than at the first batch that does not fit.
+    const index_t densest =
+        data::densest_batch_nonzeros(*train, target, args.batch, Step::draws_target_rows);
+    if (const std::size_t room = step.sparse_batch().values.size(); std::size_t(densest) > room)
+      fail("fit", "fit_args.sparse_nonzeros",
+           "room for the densest batch these data can draw, " + std::to_string(densest) +
+               " non-zeros (data::densest_batch_nonzeros; 0 for the densest possible)",
+           std::to_string(room));
     return train_loop<Options>(
         step, *train, target, validation, o, settings,
         [&](std::uint64_t first) {
@@ -702,20 +710,35 @@ fit_result fit(Step& step, const Data& source, const Data& target) {
                                fit_options{});
 }
 
-//! Builds a `Step` from `args` (initialised from args.seed) and trains it: see the overloads above.
+namespace detail {
+//! The arguments fit builds a step with: for sparse data, fit_args::sparse_nonzeros = 0 becomes
+//! the room the data's densest batch needs, not the densest batch possible.
+template <class Step, class Data>
+fit_args sized_for(const Data& source, const Data& target, fit_args args) {
+  if constexpr (std::is_same_v<Data, data::sparse_dataset>)
+    if (args.sparse_nonzeros == 0)
+      args.sparse_nonzeros =
+          data::densest_batch_nonzeros(source, target, args.batch, Step::draws_target_rows);
+  return args;
+}
+}  // namespace detail
+
+//! Builds a `Step` from `args` (initialised from args.seed) and trains it: see the overloads
+//! above. On sparse data sets the step's batch holds room for the data's densest batch when
+//! args.sparse_nonzeros is 0.
 template <class Step, class Data>
 fit_result fit(const Data& source,
                const Data& target,
                const fit_args& args,
                const fit_options& options) {
-  Step step(args);
+  Step step(detail::sized_for<Step>(source, target, args));
   return fit(step, source, target, options);
 }
 
 //! The same without options.
 template <class Step, class Data>
 fit_result fit(const Data& source, const Data& target, const fit_args& args) {
-  Step step(args);
+  Step step(detail::sized_for<Step>(source, target, args));
   return fit(step, source, target);
 }
 

@@ -91,7 +91,7 @@ class executor<System, Step> {
   //! are left for initialize().
   explicit executor(const fit_args& args)
       : args_(args),
-        memory_(args.batch),
+        memory_(args.batch, args.sparse_nonzeros),
         batch_(args.batch),
         rows_(Step::rows_for(args.batch)),
         classifier_rows_(Step::classifier_rows_for(args.batch)),
@@ -109,7 +109,7 @@ class executor<System, Step> {
           std::is_same_v<System, system::omp> && threads > 1) {
         constexpr index_t out = feature_stack::template layer<0>::out;
         feature_parts_ = host::sparse_feature_parts<value_type>(
-            input_width, out, rows, input_width * rows, threads,
+            input_width, out, rows, index_t(memory_.sparse_capacity()), threads,
             host::sparse_deal_block<value_type>(input_width, out, threads));
       }
     }

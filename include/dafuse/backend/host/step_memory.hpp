@@ -10,6 +10,7 @@
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/nn/init.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -28,9 +29,10 @@ class step_memory {
 
   step_memory() = default;
   //! Parameters, gradients and optimizer state zeroed; the batch slots sized for B rows per
-  //! domain (a sparse batch with room for the densest possible one: input_width non-zeros a row,
-  //! 5 MB for the Amazon reviews' 5000 features and 128 rows).
-  explicit step_memory(index_t batch)
+  //! domain: a sparse batch with room for `nonzeros` non-zeros (fit_args::sparse_nonzeros), or
+  //! with 0 for the densest possible one (input_width non-zeros a row, 5 MB for the Amazon
+  //! reviews' 5000 features and 128 rows, whose real batches hold about 12 000).
+  explicit step_memory(index_t batch, index_t nonzeros = 0)
       : rows_(Step::rows_for(batch)),
         params_(net_type::param_count, value_type(0)),
         grads_(net_type::param_count, value_type(0)),
@@ -38,8 +40,10 @@ class step_memory {
         labels_(batch, 0) {
     if constexpr (sparse_input) {
       sparse_offsets_ = buffer<std::int32_t, System>(rows_ + 1, 0);
-      sparse_indices_ = buffer<std::int32_t, System>(input_width * rows_);
-      sparse_values_ = buffer<value_type, System>(input_width * rows_);
+      const index_t densest = input_width * rows_;
+      const index_t room = nonzeros > 0 ? std::min(nonzeros, densest) : densest;
+      sparse_indices_ = buffer<std::int32_t, System>(room);
+      sparse_values_ = buffer<value_type, System>(room);
     } else {
       input_ = buffer<value_type, System>(input_width * rows_);
     }
