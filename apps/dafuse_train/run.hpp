@@ -550,10 +550,6 @@ int run_model(const config& c, const model_entry& m) {
   using Data = std::conditional_t<Step::sparse_input, df::data::sparse_dataset, df::data::dataset>;
   if (c.source_labels.empty() && !Step::sparse_input)
     throw usage_error("--source-labels: expected the source labels (an int32 NPY file)");
-  if (image_of<Step>().given() && !c.save_model.empty())
-    throw usage_error(
-        "--save-model: expected a dense model; model files of conv nets are not "
-        "written yet (--checkpoint keeps the weights)");
 #if defined(_OPENMP)
   if (c.threads > 0) omp_set_num_threads(int(c.threads));
 #endif
@@ -694,7 +690,7 @@ int run_model(const config& c, const model_entry& m) {
     std::string what;
     const df::model<typename Step::net_type> m = selected.get(what);
     if (!c.save_model.empty()) {
-      if constexpr (!image_of<Step>().given()) df::save_model(c.save_model, m);
+      df::save_model(c.save_model, m);
       std::printf("model file: %s (%s)\n", c.save_model.c_str(), what.c_str());
     }
     if (!c.predictions.empty()) {
