@@ -49,22 +49,23 @@ inline summary summarize(const std::vector<double>& v) {
   return s;
 }
 
-//! Target accuracies and training time of source-only and DANN runs over seeds 1..seeds.
+//! Target accuracies and training time of source-only and DANN runs over a range of seeds.
 struct comparison {
   std::vector<double> source_only, dann;  //!< target accuracy per seed
   double seconds = 0;                     //!< training time of all runs
   long skipped_steps = 0;                 //!< updates skipped for non-finite gradients
 };
 
-//! Trains `SourceOnlyStep` and `DannStep` from the same arguments for each seed (args_for(seed)
-//! gives them) and prints one line per seed.
+//! Trains `SourceOnlyStep` and `DannStep` from the same arguments for each seed first_seed, …,
+//! first_seed + seeds − 1 (args_for(seed) gives them) and prints one line per seed.
 template <class SourceOnlyStep, class DannStep, class ArgsFor>
 comparison compare_heads(const dafuse::data::dataset& source,
                          const dafuse::data::dataset& target,
                          long seeds,
-                         ArgsFor args_for) {
+                         ArgsFor args_for,
+                         long first_seed = 1) {
   comparison c;
-  for (long seed = 1; seed <= seeds; ++seed) {
+  for (long seed = first_seed; seed < first_seed + seeds; ++seed) {
     const dafuse::fit_args args = args_for(std::uint64_t(seed));
     const dafuse::fit_result so = dafuse::fit<SourceOnlyStep>(source, target, args);
     const dafuse::fit_result da = dafuse::fit<DannStep>(source, target, args);

@@ -7,11 +7,17 @@ numpy.savez archive of torch.nn.Linear weights named by module and layer (featur
 and an architecture.json that gives each layer's widths and activation. This script builds
 `DannModel` (three nn.ModuleList of nn.Linear, so load_state_dict takes the arrays by their
 names, strictly), runs G_y(G_f(x)) on the rows, and compares the arg-max with the classes dafuse
-predicted for the same rows (model<Net>::predict, or dafuse-train --predictions):
+predicted for the same rows (model<Net>::predict, or dafuse-train --predictions).
+
+A conv net's layers ("kind": "conv2d", "max_pool2d" in the architecture) become nn.Conv2d and
+nn.MaxPool2d children at their indices; the file holds their weights in PyTorch's NCHW layout
+already. dafuse reads images channels last (NHWC), so the module views its input rows as
+[N, H, W, C] and permutes them to NCHW before the first image layer, and flattens NCHW (C·H·W
+order, as the file's next dense weight expects) after the last one.
 
     tools/check_model_export.py MODEL.npz --rows X.npy --classes DAFUSE_CLASSES.npy [--labels Y.npy]
 
-X is what the model reads: float32 [N, width] (or [N, H, W], flattened), uint8 images scaled by
+X is what the model reads: float32 [N, width] (or [N, H, W(, C)], flattened), uint8 images scaled by
 1/255 as dafuse-train scales them, or for a model with a sparse first layer a CSR prefix P
 (P_indptr.npy, P_indices.npy, P_data.npy). Rows whose two largest PyTorch logits lie within
 --tie-tolerance of each other may go either way (the products sum in other orders); every other
@@ -34,15 +40,24 @@ class BadInput(Exception):
     """A file or argument this script cannot use; the message names it and what was expected."""
 
 
+KINDS = ('dense', 'conv2d', 'max_pool2d')
+
+
 class Stack(nn.ModuleList):
-    """Linear layers each followed by its activation, as one module of a dafuse network: layer i
-    is child i, so its parameters are "<module>.<i>.weight" and "<module>.<i>.bias"."""
+    """Layers each followed by its activation, as one module of a dafuse network: layer i is child
+    i, so its parameters are "<module>.<i>.weight" and "<module>.<i>.bias". Image layers hold
+    NCHW tensors; `images[i]` is layer i's input shape (H, W, C) for an image layer, else None."""
 
     def __init__(self, layers, where):
         super().__init__()
         self.activations = []
+        self.images = []
         for i, layer in enumerate(layers):
-            name = layer.get('activation')
+            kind = layer.get('kind', 'dense')
+            if kind not in KINDS:
+                raise BadInput(f'{where}[{i}].kind: expected one of {", ".join(KINDS)}, found '
+                               f'{kind!r}')
+            name = layer.get('activation', 'identity' if kind == 'max_pool2d' else None)
             if name not in ACTIVATIONS:
                 raise BadInput(f'{where}[{i}].activation: expected one of {", ".join(ACTIVATIONS)}'
                                f', found {name!r} (a custom activation has no PyTorch equivalent '
@@ -50,7 +65,21 @@ class Stack(nn.ModuleList):
             if i > 0 and layer['in'] != layers[i - 1]['out']:
                 raise BadInput(f'{where}[{i}].in: expected {layers[i - 1]["out"]} (the previous '
                                f'layer\'s out), found {layer["in"]}')
-            self.append(nn.Linear(layer['in'], layer['out']))
+            if kind == 'dense':
+                self.append(nn.Linear(layer['in'], layer['out']))
+                self.images.append(None)
+            else:
+                channels = layer['in_channels'] if kind == 'conv2d' else layer['channels']
+                shape = (layer['in_height'], layer['in_width'], channels)
+                if layer['in'] != shape[0] * shape[1] * shape[2]:
+                    raise BadInput(f'{where}[{i}].in: expected in_height * in_width * channels = '
+                                   f'{shape[0] * shape[1] * shape[2]}, found {layer["in"]}')
+                if kind == 'conv2d':
+                    self.append(nn.Conv2d(channels, layer['out_channels'], layer['kernel'],
+                                          stride=layer['stride'], padding=layer['padding']))
+                else:
+                    self.append(nn.MaxPool2d(layer['kernel']))
+                self.images.append(shape)
             if name == 'leaky_relu':
                 self.activations.append(nn.LeakyReLU(float(layer['negative_slope'])))
             else:
@@ -58,9 +87,14 @@ class Stack(nn.ModuleList):
                                          'sigmoid': nn.Sigmoid(), 'tanh': nn.Tanh()}[name])
 
     def forward(self, x):
-        for layer, activation in zip(self, self.activations):
+        for layer, activation, image in zip(self, self.activations, self.images):
+            if image is not None and x.dim() == 2:  # dafuse's rows: H·W·C values, channels last
+                x = x.reshape(len(x), *image).permute(0, 3, 1, 2)
+            elif image is None and x.dim() == 4:  # NCHW flattened as C·H·W
+                x = torch.flatten(x, 1)
             x = activation(layer(x))
-        return x
+        # A module that ends with an image layer hands on dafuse's vector: H·W·C, channels last.
+        return torch.flatten(x.permute(0, 2, 3, 1), 1) if x.dim() == 4 else x
 
 
 class DannModel(nn.Module):

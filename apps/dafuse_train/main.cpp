@@ -17,11 +17,18 @@
 namespace {
 void list_models() {
   std::printf("models (--model NAME; defaults: steps, batch, lr, momentum, lambda_max):\n");
-  for (const dafuse_train::model_entry& m : dafuse_train::all_models())
-    std::printf("  %-20s %s\n  %-20s input %ld %s, %ld classes; defaults %ld, %ld, %g, %g, %g\n",
-                std::string(m.name).c_str(), std::string(m.description).c_str(), "", m.input_width,
-                m.sparse ? "features (CSR prefix)" : "features (NPY)", m.classes, m.defaults.steps,
-                m.defaults.batch, m.defaults.lr, m.defaults.momentum, m.defaults.lambda_max);
+  for (const dafuse_train::model_entry& m : dafuse_train::all_models()) {
+    const std::string input =
+        m.image.given()
+            ? std::to_string(m.image.height) + "x" + std::to_string(m.image.width) + "x" +
+                  std::to_string(m.image.channels) + " images (NPY [N, H, W(, C)])"
+            : std::to_string(m.input_width) +
+                  (m.sparse ? " features (CSR prefix)" : " features (NPY)");
+    std::printf("  %-20s %s\n  %-20s input %s, %ld classes; defaults %ld, %ld, %g, %g, %g\n",
+                std::string(m.name).c_str(), std::string(m.description).c_str(), "", input.c_str(),
+                m.classes, m.defaults.steps, m.defaults.batch, m.defaults.lr, m.defaults.momentum,
+                m.defaults.lambda_max);
+  }
 }
 }  // namespace
 

@@ -6,7 +6,7 @@ namespace dafuse_train {
 
 std::vector<model_entry> all_models() {
   std::vector<model_entry> all;
-  for (auto family : {digits_models(), moons_models(), amazon_models()})
+  for (auto family : {digits_models(), digits_cnn_models(), moons_models(), amazon_models()})
     all.insert(all.end(), family.begin(), family.end());
   return all;
 }

@@ -21,6 +21,12 @@ struct model_defaults {
   double lambda_max = 1.0;
 };
 
+//! The image a convolutional G_f reads (nn::image<H, W, C>); all zero for rows of features.
+struct image_shape {
+  long height = 0, width = 0, channels = 0;
+  constexpr bool given() const { return height > 0; }
+};
+
 //! One pre-instantiated step type.
 struct model_entry {
   std::string_view name;                          //!< --model NAME
@@ -30,6 +36,7 @@ struct model_entry {
   bool sparse;                                    //!< reads CSR data (nn::sparse_input)
   model_defaults defaults;                        //!< the example's run-time values
   int (*run)(const config&, const model_entry&);  //!< loads the data, trains, reports
+  image_shape image{};                            //!< the images G_f reads (conv nets only)
 };
 
 //! A network given on the command line, compiled into a program of its own (jit.cpp).
@@ -40,6 +47,7 @@ struct compiled_entry {
 
 //! The models of each family (defined in models_*.cpp).
 std::span<const model_entry> digits_models();
+std::span<const model_entry> digits_cnn_models();
 std::span<const model_entry> moons_models();
 std::span<const model_entry> amazon_models();
 

@@ -67,6 +67,51 @@ inline df::data::dataset load_dense(const std::string& features,
   return df::data::load_dataset(features, labels, side);
 }
 
+//! The image a step's G_f reads: its first layer's input when G_f is a conv net (nn::conv_net),
+//! else none.
+template <class Step>
+constexpr image_shape image_of() {
+  using stack = typename Step::net_type::feature_stack;
+  using first = typename stack::template layer<0>;
+  if constexpr (df::nn::kind_of<first>() == df::nn::layer_kind::conv2d)
+    return {first::in_height, first::in_width, first::in_channels};
+  else if constexpr (df::nn::kind_of<first>() == df::nn::layer_kind::max_pool2d)
+    return {first::in_height, first::in_width, first::channels};
+  else
+    return {};
+}
+
+//! "(N, 16, 16) or (N, 16, 16, 1)": the NPY shapes that hold images of `image`.
+inline std::string image_shapes_text(const image_shape& image) {
+  const std::string hw = std::to_string(image.height) + ", " + std::to_string(image.width);
+  const std::string hwc = "(N, " + hw + ", " + std::to_string(image.channels) + ")";
+  return image.channels == 1 ? "(N, " + hw + ") or " + hwc : hwc;
+}
+
+//! A conv net reads images of one shape: refuses an NPY file `features` of another before it is
+//! loaded (rows of H·W·C features would have the width, but not necessarily the layout). Other
+//! faults of the file are left to the loader, which names them.
+inline void check_image_file(const std::string& features,
+                             const image_shape& image,
+                             std::string_view model) {
+  if (!is_npy_file(features)) return;
+  df::data::npy_header h;
+  try {
+    h = df::data::read_npy_header(features);
+  } catch (const df::error&) {
+    return;
+  }
+  const std::vector<std::size_t>& s = h.shape;
+  const auto is = [&](std::size_t d, long v) { return s.size() > d && s[d] == std::size_t(v); };
+  const bool grey = s.size() == 3 && image.channels == 1;
+  const bool channels_last = s.size() == 4 && is(3, image.channels);
+  if (!((grey || channels_last) && is(1, image.height) && is(2, image.width)))
+    throw df::error(features + ": shape: expected images " + image_shapes_text(image) + " (model " +
+                    std::string(model) + " reads " + std::to_string(image.height) + " x " +
+                    std::to_string(image.width) + " x " + std::to_string(image.channels) +
+                    " images, channels last), found " + df::data::detail::shape_text(s));
+}
+
 //! CSR rows from a prefix P (P_indptr.npy, P_indices.npy, P_data.npy), labels P_labels.npy unless
 //! given.
 inline df::data::sparse_dataset load_sparse(const std::string& prefix,
@@ -450,6 +495,10 @@ void write_json(const std::string& path,
        ", \"target_test_rows\": " + std::to_string(d.target_test ? rows(*d.target_test) : 0) +
        ", \"target_rows\": " + std::to_string(rows(d.target)) +
        ", \"width\": " + std::to_string(m.input_width) +
+       (m.image.given()
+            ? ", \"image\": [" + std::to_string(m.image.height) + ", " +
+                  std::to_string(m.image.width) + ", " + std::to_string(m.image.channels) + "]"
+            : std::string()) +
        ", \"classes\": " + std::to_string(m.classes) +
        ", \"target_labelled\": " + (d.target.has_labels() ? "true" : "false") + "},\n";
   j += "  \"result\": {\"steps\": " + std::to_string(r.steps) +
@@ -711,6 +760,9 @@ int run_model(const config& c, const model_entry& m) {
     d.target =
         load_sparse(c.target, c.target_labels, df::data::domain::target, m.input_width, false);
   } else {
+    if constexpr (image_of<Step>().given())
+      for (const std::string* f : {&c.source, &c.target, &c.target_test})
+        if (!f->empty()) check_image_file(*f, image_of<Step>(), m.name);
     d.source = load_dense(c.source, c.source_labels, df::data::domain::source);
     d.target = load_dense(c.target, c.target_labels, df::data::domain::target);
   }

@@ -183,6 +183,45 @@ fi
     failures=$((failures + 1)); }
 unset DAFUSE_TRAIN_CACHE
 
+# The CNN entries: listed with their image shape; data of another shape refused before it is read
+# (exit 1, naming the file and the shapes expected), even when it has the width; then short runs
+# on the shipped digits ([N, 16, 16]) and on [N, 16, 16, 1] images.
+# npy FILE SHAPE: a float32 NPY file of zeros of SHAPE, a Python tuple such as "(4, 256)".
+npy() {
+  local header="{'descr': '<f4', 'fortran_order': False, 'shape': $2, }"
+  local length=$(( (10 + ${#header} + 1 + 63) / 64 * 64 - 10 ))
+  local count=$(( $(tr -d '() ' <<<"$2" | sed 's/,$//; s/,/*/g') ))
+  {
+    printf '\x93NUMPY\x01\x00'
+    printf "\\$(printf %03o $((length % 256)))\\$(printf %03o $((length / 256)))"
+    printf '%-*s\n' $((length - 1)) "$header"
+    head -c $((4 * count)) /dev/zero
+  } >"$1"
+}
+npy "$work/flat.npy" "(4, 256)"
+npy "$work/rgb.npy" "(4, 16, 16, 3)"
+npy "$work/wide.npy" "(4, 8, 32)"
+npy "$work/nhwc.npy" "(40, 16, 16, 1)"
+cnn=(--source "$shipped/mnist_images.npy" --source-labels "$shipped/mnist_labels.npy" --quiet)
+expect 0 "input 16x16x1 images (NPY [N, H, W(, C)])" -- --list
+expect 1 "$work/flat.npy: shape: expected images (N, 16, 16) or (N, 16, 16, 1) (model digits-cnn-dann reads 16 x 16 x 1 images, channels last), found (4, 256)" \
+  -- --model digits-cnn-dann --source "$work/flat.npy" --source-labels "$shipped/mnist_labels.npy" \
+  --target "$shipped/usps_images.npy"
+expect 1 "$work/rgb.npy: shape: expected images (N, 16, 16) or (N, 16, 16, 1)" -- \
+  --model digits-cnn-source-only "${cnn[@]}" --target "$work/rgb.npy"
+expect 1 "$work/wide.npy: shape: expected images (N, 16, 16) or (N, 16, 16, 1)" -- \
+  --model digits-cnn-dann "${cnn[@]}" --target "$shipped/usps_images.npy" \
+  --target-test "$work/wide.npy" --target-test-labels "$shipped/usps_labels.npy"
+expect 0 "model digits-cnn-dann: 20 steps" -- --model digits-cnn-dann "${cnn[@]}" \
+  --target "$shipped/usps_images.npy" --target-labels "$shipped/usps_labels.npy" --steps 20 \
+  --seed 2 --json "$work/cnn.json" --predictions "$work/cnn_classes.npy"
+grep -q '"width": 256, "image": \[16, 16, 1\]' "$work/cnn.json" ||
+  { echo "FAIL: the CNN's JSON does not give its image shape"; failures=$((failures + 1)); }
+[ "$(stat -c %s "$work/cnn_classes.npy" 2>/dev/null)" = $((128 + 4 * 1800)) ] ||
+  { echo "FAIL: the CNN's predictions are not 1800 int32 classes"; failures=$((failures + 1)); }
+expect 0 "model digits-cnn-source-only: 10 steps" -- --model digits-cnn-source-only "${cnn[@]}" \
+  --target "$work/nhwc.npy" --steps 10
+
 mnist=$data/jda_mnist_usps
 if [ ! -f "$mnist/mnist_images.npy" ]; then
   echo "no shared data in $data: data-dependent checks skipped"

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tests for step/model.hpp: logits and classes against a naive forward pass in double, for dense
-// and sparse input, across a chunk boundary; and the refusal of malformed sparse rows.
+// Tests for step/model.hpp: logits and classes against a naive forward pass in double, for dense,
+// convolutional and sparse input, across a chunk boundary; and the refusal of malformed sparse
+// rows.
 #include <dafuse/step/model.hpp>
 
 #include "../check.hpp"
@@ -21,6 +22,15 @@ namespace {
 using dense_net = df::nn::dann_net<df::nn::mlp<7, 12, 9, df::nn::tanh>,
                                    df::nn::mlp<9, 6, 4, df::nn::leaky_relu_t{0.2f}>,
                                    df::nn::mlp<9, 5, 1, df::nn::sigmoid>>;
+// A conv G_f (padding, stride 2, two channels, an odd size the pool floors) before dense layers.
+using conv_net = df::nn::dann_net<df::nn::conv_net<df::nn::image<9, 7, 2>,
+                                                   df::nn::conv2d<2, 5, 3, 1, 1>,
+                                                   df::nn::max_pool2d<2>,
+                                                   df::nn::conv2d<5, 6, 3, 2, 1, df::nn::tanh>,
+                                                   df::nn::flatten,
+                                                   df::nn::dense<2 * 2 * 6, 8, df::nn::relu>>,
+                                  df::nn::linear<8, 4>,
+                                  df::nn::linear<8, 1>>;
 using sparse_net = df::nn::dann_net<df::nn::sparse_input<df::nn::mlp<40, 10, df::nn::relu>>,
                                     df::nn::linear<10, 3>,
                                     df::nn::linear<10, 1>>;
@@ -91,6 +101,28 @@ TEST_CASE("model: dense logits and classes equal a naive forward pass in double"
 
   // No rows: nothing written, nothing read.
   m.predict(x.data(), 0, classes.data());
+}
+
+TEST_CASE("model: a conv net's logits and classes equal a naive forward pass in double") {
+  const df::model<conv_net> m = random_model<conv_net>(13);
+  df::counter_rng rng(6, df::rng_stream::synthetic_data);
+  std::vector<float> x(std::size_t(rows * conv_net::input_width));
+  for (float& v : x) v = rng.uniform<float>();
+  const std::vector<double> ref =
+      reference_logits(m, std::vector<double>(x.begin(), x.end()), rows);
+  std::vector<float> z(std::size_t(rows * conv_net::class_count));
+  m.logits(x.data(), rows, z.data());
+  for (std::size_t i = 0; i < z.size(); ++i)
+    CHECK(double(z[i]) == doctest::Approx(ref[i]).epsilon(1e-4));
+  std::vector<std::int32_t> classes(std::size_t(rows), -1);
+  m.predict(x.data(), rows, classes.data());
+  CHECK(check_classes(ref, conv_net::class_count, classes) > rows * 9 / 10);
+  // One row at a time: products far narrower than the conv layers' chunks.
+  std::vector<float> one(std::size_t(conv_net::class_count));
+  m.logits(x.data() + 7 * conv_net::input_width, 1, one.data());
+  for (df::index_t c = 0; c < conv_net::class_count; ++c)
+    CHECK(double(one[std::size_t(c)]) ==
+          doctest::Approx(ref[std::size_t(7 * conv_net::class_count + c)]).epsilon(1e-4));
 }
 
 TEST_CASE("model: sparse input equals the dense forward pass of the same rows") {

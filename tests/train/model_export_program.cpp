@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// For tests/train/model_export_test.sh: writes model files of three networks (every activation,
-// a sparse first layer) with random weights, saved and loaded back, and the rows and the classes
-// the loaded model<Net> predicts for them, which tools/check_model_export.py then compares with
-// PyTorch's. Usage: model_export_program OUT_DIR (writes NAME.npz, NAME_rows*.npy,
-// NAME_classes.npy for NAME = dense_a, dense_b, sparse).
+// For tests/train/model_export_test.sh: writes model files of four networks (every activation,
+// a sparse first layer, a conv net) with random weights, saved and loaded back, and the rows and
+// the classes the loaded model<Net> predicts for them, which tools/check_model_export.py then
+// compares with PyTorch's. Usage: model_export_program OUT_DIR (writes NAME.npz, NAME_rows*.npy,
+// NAME_classes.npy for NAME = dense_a, dense_b, sparse, conv).
 #include <dafuse/core/rng.hpp>
 #include <dafuse/data/npy.hpp>
+#include <dafuse/nn/conv2d.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/nn/init.hpp>
 #include <dafuse/step/model.hpp>
@@ -35,6 +36,18 @@ using dense_b = df::nn::dann_net<df::nn::mlp<6, 20, df::nn::relu>,
 using sparse = df::nn::dann_net<df::nn::sparse_input<df::nn::mlp<50, 12, df::nn::relu>>,
                                 df::nn::linear<12, 3>,
                                 df::nn::linear<12, 1>>;
+
+// Images of 10 × 9 × 2 (channels last, as dafuse reads them): padding, stride 2, a pooling that
+// floors, a dense layer reading the flattened image, and activations in the image layers.
+using conv =
+    df::nn::dann_net<df::nn::conv_net<df::nn::image<10, 9, 2>,
+                                      df::nn::conv2d<2, 4, 3, 1, 1, df::nn::tanh>,
+                                      df::nn::max_pool2d<2>,
+                                      df::nn::conv2d<4, 5, 3, 2, 1, df::nn::leaky_relu_t{0.2f}>,
+                                      df::nn::flatten,
+                                      df::nn::dense<3 * 2 * 5, 12, df::nn::sigmoid>>,
+                     df::nn::mlp<12, 8, 3, df::nn::relu>,
+                     df::nn::linear<12, 1>>;
 
 constexpr df::index_t rows = 600;
 
@@ -67,17 +80,20 @@ void write_classes(const fs::path& path, const std::vector<std::int32_t>& classe
   df::data::save_npy<std::int32_t>(path, {classes.size()}, std::span<const std::int32_t>(classes));
 }
 
+// `shape` is the rows' file shape after N: {input_width}, or an image's {H, W, C}.
 template <class Net>
-void dense(const fs::path& out, const std::string& name, std::uint64_t seed) {
+void dense(const fs::path& out,
+           const std::string& name,
+           std::uint64_t seed,
+           std::vector<std::size_t> shape = {std::size_t(Net::input_width)}) {
   const df::model<Net> m = round_trip<Net>(out, name, seed);
   df::counter_rng rng(seed + 2, df::rng_stream::synthetic_data);
   std::vector<float> x(std::size_t(rows * Net::input_width));
   for (float& v : x) v = 2.0f * rng.normal<float>();
   std::vector<std::int32_t> classes(static_cast<std::size_t>(rows));
   m.predict(x.data(), rows, classes.data());
-  df::data::save_npy<float>(out / (name + "_rows.npy"),
-                            {std::size_t(rows), std::size_t(Net::input_width)},
-                            std::span<const float>(x));
+  shape.insert(shape.begin(), std::size_t(rows));
+  df::data::save_npy<float>(out / (name + "_rows.npy"), shape, std::span<const float>(x));
   write_classes(out / (name + "_classes.npy"), classes);
 }
 
@@ -118,6 +134,7 @@ int main(int argc, char** argv) try {
   dense<dense_a>(out, "dense_a", 11);
   dense<dense_b>(out, "dense_b", 21);
   sparse_rows(out);
+  dense<conv>(out, "conv", 331, {10, 9, 2});
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());

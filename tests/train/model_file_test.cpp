@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tests for train/model_file.hpp: a trained step's weights survive save and load exactly, load
 // into a step of other policies and into a model, and every file of another network is refused
-// with the target left as it was.
+// with the target left as it was; a conv net's members are in PyTorch's NCHW layout.
 #include <dafuse/train/model_file.hpp>
 
 #include "../check.hpp"
 
 #include <dafuse/data/dataset.hpp>
 #include <dafuse/head/dann.hpp>
+#include <dafuse/nn/conv2d.hpp>
+#include <dafuse/nn/init.hpp>
 #include <dafuse/step/train_step.hpp>
 #include <dafuse/train/fit.hpp>
 
@@ -39,6 +41,22 @@ using slope_net = df::nn::dann_net<df::nn::mlp<3, 16, df::nn::tanh>,
 using sparse_net = df::nn::dann_net<df::nn::sparse_input<df::nn::mlp<3, 16, df::nn::tanh>>,
                                     df::nn::linear<16, 2>,
                                     df::nn::mlp<16, 8, 1, df::nn::leaky_relu_t{0.2f}>>;
+// A conv G_f: two channels, padding, a pooling whose output the dense layer reads flattened.
+using conv_net = df::nn::dann_net<df::nn::conv_net<df::nn::image<6, 5, 2>,
+                                                   df::nn::conv2d<2, 3, 3, 1, 1>,
+                                                   df::nn::max_pool2d<2>,
+                                                   df::nn::flatten,
+                                                   df::nn::dense<3 * 2 * 3, 4, df::nn::relu>>,
+                                  df::nn::linear<4, 2>,
+                                  df::nn::linear<4, 1>>;
+// The same widths after the convolution with another pooling: 2 × 1 × 3 values.
+using pool3_net = df::nn::dann_net<df::nn::conv_net<df::nn::image<6, 5, 2>,
+                                                    df::nn::conv2d<2, 3, 3, 1, 1>,
+                                                    df::nn::max_pool2d<3>,
+                                                    df::nn::flatten,
+                                                    df::nn::dense<2 * 1 * 3, 4, df::nn::relu>>,
+                                   df::nn::linear<4, 2>,
+                                   df::nn::linear<4, 1>>;
 template <class Optim>
 using step_t = df::train_step<net,
                               df::loader::sync,
@@ -223,5 +241,76 @@ TEST_CASE("model file: a file of another network is refused, the target unchange
   }
   SUBCASE("not a model file") {
     CHECK(refused(tmp / "absent.npz").find((tmp / "absent.npz").string()) != std::string::npos);
+  }
+}
+
+TEST_CASE("model file: a conv net is written in PyTorch's NCHW layout and read back exactly") {
+  const df::test::temp_dir tmp("model_file_conv");
+  df::model<conv_net> m;
+  df::nn::initialize_parameters<conv_net>(m.parameters().data(), 4,
+                                          df::nn::weight_init::torch_default);
+  const fs::path path = tmp / "conv.npz";
+  df::save_model(path, m);
+  const df::model<conv_net> back = df::load_model<conv_net>(path);
+  CHECK(std::equal(m.parameters().begin(), m.parameters().end(), back.parameters().begin(),
+                   back.parameters().end()));
+
+  const std::vector<df::data::npz_member> members = df::data::load_npz(path);
+  std::vector<std::string> names;
+  for (const auto& e : members) names.push_back(e.name);
+  // No members for the pooling (layer 1): the dense layer keeps its index, as in an
+  // nn.ModuleList holding nn.MaxPool2d there.
+  CHECK(names == std::vector<std::string>{"features.0.weight.npy", "features.0.bias.npy",
+                                          "features.2.weight.npy", "features.2.bias.npy",
+                                          "classifier.0.weight.npy", "classifier.0.bias.npy",
+                                          "discriminator.0.weight.npy", "discriminator.0.bias.npy",
+                                          "architecture.json"});
+  const std::span<const float> p = m.parameters();
+  using stack = conv_net::feature_stack;
+  // torch.nn.Conv2d's [C_out, C_in, K, K]: element (o, c, kh, kw) = dafuse's W(o, kh, kw, c) at
+  // o + C_out·(c + C_in·(kw + K·kh)).
+  const auto conv = df::data::parse_npy<float>(members[0].bytes, "conv");
+  CHECK(conv.shape == std::vector<std::size_t>{3, 2, 3, 3});
+  for (std::size_t o = 0; o < 3; ++o)
+    for (std::size_t c = 0; c < 2; ++c)
+      for (std::size_t kh = 0; kh < 3; ++kh)
+        for (std::size_t kw = 0; kw < 3; ++kw)
+          CHECK(conv.values[((o * 2 + c) * 3 + kh) * 3 + kw] ==
+                p[conv_net::features_offset + o + 3 * (c + 2 * (kw + 3 * kh))]);
+  // The dense layer after the 3 × 2 × 3 pooled image: torch's columns in C·H·W order, dafuse's in
+  // H·W·C order.
+  const auto fc = df::data::parse_npy<float>(members[2].bytes, "fc");
+  CHECK(fc.shape == std::vector<std::size_t>{4, 18});
+  const std::size_t fc_offset = conv_net::features_offset + stack::param_offset<2>();
+  for (std::size_t o = 0; o < 4; ++o)
+    for (std::size_t c = 0; c < 3; ++c)
+      for (std::size_t h = 0; h < 3; ++h)
+        for (std::size_t w = 0; w < 2; ++w)
+          CHECK(fc.values[o * 18 + c * 6 + h * 2 + w] ==
+                p[fc_offset + o + 4 * ((h * 2 + w) * 3 + c)]);
+  CHECK(df::model_architecture<conv_net>() ==
+        R"({"format": "dafuse-model", "format_version": 1, "input": {"width": 60, "sparse": )"
+        R"(false}, "modules": {"features": [{"kind": "conv2d", "in_height": 6, "in_width": 5, )"
+        R"("in_channels": 2, "out_channels": 3, "kernel": 3, "stride": 1, "padding": 1, "in": )"
+        R"(60, "out": 90, "activation": "relu"}, {"kind": "max_pool2d", "in_height": 6, )"
+        R"("in_width": 5, "channels": 3, "kernel": 2, "in": 90, "out": 18}, {"in": 18, "out": )"
+        R"(4, "activation": "relu"}], "classifier": [{"in": 4, "out": 2, "activation": )"
+        R"("identity"}], "discriminator": [{"in": 4, "out": 1, "activation": "identity"}]}})");
+
+  SUBCASE("another pooling is refused by its field") {
+    df::save_model(tmp / "pool3.npz", df::model<pool3_net>());
+    CHECK(df::test::error_message([&] { (void)df::load_model<conv_net>(tmp / "pool3.npz"); }) ==
+          "dafuse: " + (tmp / "pool3.npz").string() +
+              ": architecture.json: modules.features[1].kernel: expected 2, found 3");
+  }
+  SUBCASE("without its architecture, a convolution of another layout is refused by its shape") {
+    rewrite(path, tmp / "flat.npz", [](auto& members) {
+      const std::vector<float> w(3 * 18, 0.5f);
+      members[0].bytes = df::data::npy_bytes<float>({3, 18}, std::span<const float>(w), "w");
+      members.pop_back();
+    });
+    CHECK(df::test::error_message([&] { (void)df::load_model<conv_net>(tmp / "flat.npz"); }) ==
+          "dafuse: " + (tmp / "flat.npz").string() +
+              ": features.0.weight.npy: shape: expected (3, 2, 3, 3), found (3, 18)");
   }
 }

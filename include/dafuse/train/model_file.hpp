@@ -13,6 +13,13 @@
 //!     discriminator.<i>.weight.npy, discriminator.<i>.bias.npy  G_d
 //!     architecture.json             the layers' widths and activations, and the input form
 //!
+//! A conv net (nn/conv2d.hpp) is written as PyTorch's NCHW modules hold it, so that
+//! `load_state_dict` takes the arrays as they are: a convolution's weight is torch.nn.Conv2d's
+//! [C_out, C_in, K, K] (dafuse's is [C_out, K, K, C_in] column-major), a max-pooling layer has no
+//! members (its index is skipped), and a dense layer right after the image layers has its columns
+//! in torch.nn.Flatten's C·H·W order (dafuse's flattened NHWC image is H·W·C). The architecture
+//! gives such layers a "kind" ("conv2d", "max_pool2d") and their shapes.
+//!
 //! Loading checks everything before it writes anything: each member's CRC-32, dtype, shape and
 //! finiteness, the architecture field by field (when the file has one: a file written elsewhere
 //! may carry the arrays alone), and that no layer is missing, extra or given twice.
@@ -81,18 +88,81 @@ inline constexpr std::array<std::pair<nn::dann_module, std::string_view>, 3> mod
     {nn::dann_module::discriminator, "discriminator"},
 }};
 
+//! One layer of the architecture: widths and activation; an image layer's kind and shapes too.
+template <class L>
+std::string layer_json() {
+  const auto field = [](std::string_view name, index_t v) {
+    return ", \"" + std::string(name) + "\": " + std::to_string(v);
+  };
+  std::string s = "{";
+  if constexpr (nn::kind_of<L>() == nn::layer_kind::conv2d)
+    s += "\"kind\": \"conv2d\", \"in_height\": " + std::to_string(L::in_height) +
+         field("in_width", L::in_width) + field("in_channels", L::in_channels) +
+         field("out_channels", L::out_channels) + field("kernel", L::kernel) +
+         field("stride", L::stride) + field("padding", L::padding) + ", ";
+  else if constexpr (nn::kind_of<L>() == nn::layer_kind::max_pool2d)
+    s += "\"kind\": \"max_pool2d\", \"in_height\": " + std::to_string(L::in_height) +
+         field("in_width", L::in_width) + field("channels", L::channels) +
+         field("kernel", L::kernel) + ", ";
+  s += "\"in\": " + std::to_string(L::in) + field("out", L::out);
+  if constexpr (nn::kind_of<L>() != nn::layer_kind::max_pool2d)
+    s += ", " + activation_json<L::act>();
+  return s + "}";
+}
+
 template <class Stack>
 std::string stack_json() {
   std::string s = "[";
   [&]<std::size_t... I>(std::index_sequence<I...>) {
-    ((s += (I ? ", " : "") + std::string("{\"in\": ") +
-           std::to_string(Stack::template layer<I>::in) +
-           ", \"out\": " + std::to_string(Stack::template layer<I>::out) + ", " +
-           activation_json<Stack::template layer<I>::act>() + "}"),
-     ...);
+    ((s += (I ? ", " : "") + layer_json<typename Stack::template layer<I>>()), ...);
   }
   (std::make_index_sequence<Stack::depth>{});
   return s + "]";
+}
+
+//! An image layer's output shape (H, W, C); a dense layer's is (1, 1, out).
+template <class L>
+constexpr std::array<index_t, 3> output_image() {
+  if constexpr (nn::kind_of<L>() == nn::layer_kind::conv2d)
+    return {L::out_height, L::out_width, L::out_channels};
+  else if constexpr (nn::kind_of<L>() == nn::layer_kind::max_pool2d)
+    return {L::out_height, L::out_width, L::channels};
+  else
+    return {1, 1, L::out};
+}
+
+//! Where layer I of Stack keeps weight (o, j) of the file's row-major [out, in] (or, for a
+//! convolution, [C_out, C_in, K, K]) array, j the flat index of a row: the offset in its W.
+//!   dense:  W[o + out·j'], j' the HWC index of the file's CHW index j when the layer reads the
+//!           flattened output (H, W, C) of an image layer, else j' = j;
+//!   conv2d: j = (c·K + kh)·K + kw ↦ W(o, kh, kw, c) = W[o + C_out·(c + C_in·(kw + K·kh))].
+template <class Stack, std::size_t I>
+constexpr index_t stored_weight_index(index_t o, index_t j) {
+  using L = typename Stack::template layer<I>;
+  if constexpr (nn::kind_of<L>() == nn::layer_kind::conv2d) {
+    const index_t k = L::kernel, kw = j % k, kh = (j / k) % k, c = j / (k * k);
+    return o + L::out_channels * (c + L::in_channels * (kw + k * kh));
+  } else {
+    if constexpr (I > 0) {
+      using below = typename Stack::template layer<I - 1>;
+      if constexpr (nn::kind_of<below>() != nn::layer_kind::dense) {
+        constexpr std::array<index_t, 3> hwc = output_image<below>();
+        const index_t hw = hwc[0] * hwc[1], c = j / hw, pixel = j % hw;
+        return o + L::out * (pixel * hwc[2] + c);
+      }
+    }
+    return o + L::out * j;
+  }
+}
+
+//! The shape of layer L's weight member: [out, in], or a convolution's [C_out, C_in, K, K].
+template <class L>
+std::vector<std::size_t> weight_shape() {
+  if constexpr (nn::kind_of<L>() == nn::layer_kind::conv2d)
+    return {std::size_t(L::out_channels), std::size_t(L::in_channels), std::size_t(L::kernel),
+            std::size_t(L::kernel)};
+  else
+    return {std::size_t(L::weight_rows), std::size_t(L::weight_cols)};
 }
 
 template <class Net, std::size_t M, class F, std::size_t... I>
@@ -243,9 +313,6 @@ inline void check_architecture(std::string_view expected_json,
 //! tools/check_model_export.py builds the PyTorch module from.
 template <class Net>
 std::string model_architecture() {
-  static_assert(!nn::has_image_layers<typename Net::feature_stack>,
-                "dafuse: model files describe dense networks only for now; save an "
-                "nn::conv_net's parameters() with a checkpoint (train/checkpoint.hpp) instead");
   return std::string("{\"format\": \"dafuse-model\", \"format_version\": ") +
          std::to_string(model_file_version) +
          ", \"input\": {\"width\": " + std::to_string(Net::input_width) +
@@ -261,22 +328,27 @@ void save_model(const std::filesystem::path& path, const model<Net>& m) {
   const std::string where = path.string();
   const std::span<const float> p = m.parameters();
   std::vector<data::npz_member> members;
-  detail::for_each_model_layer<Net>([&]<class Stack, std::size_t I>(std::string_view module,
-                                                                    index_t offset) {
+  detail::for_each_model_layer<Net>([&]<class Stack, std::size_t I>(
+                                        [[maybe_unused]] std::string_view module,
+                                        [[maybe_unused]] index_t offset) {
     using L = typename Stack::template layer<I>;
-    const float* w = p.data() + offset + Stack::template param_offset<I>();
-    // W is column-major [out, in] here and row-major [out, in] in torch: a transpose.
-    std::vector<float> weight(static_cast<std::size_t>(L::weight_count));
-    for (index_t o = 0; o < L::out; ++o)
-      for (index_t i = 0; i < L::in; ++i) weight[std::size_t(o * L::in + i)] = w[o + i * L::out];
-    members.push_back({detail::layer_member(module, I, "weight"),
-                       data::npy_bytes<float>({std::size_t(L::out), std::size_t(L::in)},
-                                              std::span<const float>(weight), where)});
-    members.push_back(
-        {detail::layer_member(module, I, "bias"),
-         data::npy_bytes<float>({std::size_t(L::out)},
-                                std::span<const float>(w + L::weight_count, std::size_t(L::out)),
-                                where)});
+    if constexpr (L::param_count > 0) {
+      const float* w = p.data() + offset + Stack::template param_offset<I>();
+      // W is column-major here and row-major in torch (a conv's in NCHW order): a permutation.
+      std::vector<float> weight(static_cast<std::size_t>(L::weight_count));
+      for (index_t o = 0; o < L::weight_rows; ++o)
+        for (index_t j = 0; j < L::weight_cols; ++j)
+          weight[std::size_t(o * L::weight_cols + j)] =
+              w[detail::stored_weight_index<Stack, I>(o, j)];
+      members.push_back({detail::layer_member(module, I, "weight"),
+                         data::npy_bytes<float>(detail::weight_shape<L>(),
+                                                std::span<const float>(weight), where)});
+      members.push_back(
+          {detail::layer_member(module, I, "bias"),
+           data::npy_bytes<float>(
+               {std::size_t(L::bias_count)},
+               std::span<const float>(w + L::weight_count, std::size_t(L::bias_count)), where)});
+    }
   });
   const std::string architecture = model_architecture<Net>();
   members.push_back({"architecture.json", {architecture.begin(), architecture.end()}});
@@ -310,37 +382,43 @@ model<Net> load_model(const std::filesystem::path& path) {
   model<Net> m;
   const std::span<float> p = m.parameters();
   std::vector<std::string> known{"architecture.json"};
-  detail::for_each_model_layer<Net>([&]<class Stack, std::size_t I>(std::string_view module,
-                                                                    index_t offset) {
+  detail::for_each_model_layer<Net>([&]<class Stack, std::size_t I>(
+                                        [[maybe_unused]] std::string_view module,
+                                        [[maybe_unused]] index_t offset) {
     using L = typename Stack::template layer<I>;
-    float* w = p.data() + offset + Stack::template param_offset<I>();
-    const auto read = [&](std::string_view what, std::vector<std::size_t> shape) {
-      const std::string name = detail::layer_member(module, I, what);
-      known.push_back(name);
-      const data::npz_member* found = data::find_member(members, name);
-      if (!found) {
-        std::string has;
-        for (const data::npz_member& e : members) has += (has.empty() ? "" : ", ") + e.name;
-        fail(where, name,
-             "a member holding layer " + std::to_string(I) + " of " + std::string(module) +
-                 " (float32 " + detail::tuple_text(shape) + ")",
-             "none; the file has " + (has.empty() ? std::string("no members") : has));
-      }
-      data::host_array<float> a = data::parse_npy<float>(found->bytes, where + ": " + name);
-      if (a.shape != shape)
-        fail(where + ": " + name, "shape", detail::tuple_text(shape), detail::tuple_text(a.shape));
-      const auto bad =
-          std::find_if(a.values.begin(), a.values.end(), [](float v) { return !std::isfinite(v); });
-      if (bad != a.values.end())
-        fail(where + ": " + name, "values", "finite numbers",
-             std::to_string(*bad) + " at flat index " + std::to_string(bad - a.values.begin()));
-      return std::move(a.values);
-    };
-    const std::vector<float> weight = read("weight", {std::size_t(L::out), std::size_t(L::in)});
-    const std::vector<float> bias = read("bias", {std::size_t(L::out)});
-    for (index_t o = 0; o < L::out; ++o)
-      for (index_t i = 0; i < L::in; ++i) w[o + i * L::out] = weight[std::size_t(o * L::in + i)];
-    std::copy(bias.begin(), bias.end(), w + L::weight_count);
+    if constexpr (L::param_count > 0) {  // max-pooling has no members
+      float* w = p.data() + offset + Stack::template param_offset<I>();
+      const auto read = [&](std::string_view what, std::vector<std::size_t> shape) {
+        const std::string name = detail::layer_member(module, I, what);
+        known.push_back(name);
+        const data::npz_member* found = data::find_member(members, name);
+        if (!found) {
+          std::string has;
+          for (const data::npz_member& e : members) has += (has.empty() ? "" : ", ") + e.name;
+          fail(where, name,
+               "a member holding layer " + std::to_string(I) + " of " + std::string(module) +
+                   " (float32 " + detail::tuple_text(shape) + ")",
+               "none; the file has " + (has.empty() ? std::string("no members") : has));
+        }
+        data::host_array<float> a = data::parse_npy<float>(found->bytes, where + ": " + name);
+        if (a.shape != shape)
+          fail(where + ": " + name, "shape", detail::tuple_text(shape),
+               detail::tuple_text(a.shape));
+        const auto bad = std::find_if(a.values.begin(), a.values.end(),
+                                      [](float v) { return !std::isfinite(v); });
+        if (bad != a.values.end())
+          fail(where + ": " + name, "values", "finite numbers",
+               std::to_string(*bad) + " at flat index " + std::to_string(bad - a.values.begin()));
+        return std::move(a.values);
+      };
+      const std::vector<float> weight = read("weight", detail::weight_shape<L>());
+      const std::vector<float> bias = read("bias", {std::size_t(L::bias_count)});
+      for (index_t o = 0; o < L::weight_rows; ++o)
+        for (index_t j = 0; j < L::weight_cols; ++j)
+          w[detail::stored_weight_index<Stack, I>(o, j)] =
+              weight[std::size_t(o * L::weight_cols + j)];
+      std::copy(bias.begin(), bias.end(), w + L::weight_count);
+    }
   });
   for (const data::npz_member& e : members) {
     const bool layer_like = e.name.starts_with("features.") || e.name.starts_with("classifier.") ||
