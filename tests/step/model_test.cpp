@@ -118,7 +118,7 @@ TEST_CASE("model: a conv net's logits and classes equal a naive forward pass in 
   m.predict(x.data(), rows, classes.data());
   CHECK(check_classes(ref, conv_net::class_count, classes) > rows * 9 / 10);
   // One row at a time: products far narrower than the conv layers' chunks.
-  std::vector<float> one(std::size_t(conv_net::class_count));
+  std::vector<float> one(static_cast<std::size_t>(conv_net::class_count));
   m.logits(x.data() + 7 * conv_net::input_width, 1, one.data());
   for (df::index_t c = 0; c < conv_net::class_count; ++c)
     CHECK(double(one[std::size_t(c)]) ==
