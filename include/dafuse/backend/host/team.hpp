@@ -16,9 +16,8 @@
 //! The jobs are the same code either way: a job loops over its blocks as `for (b = me; b <
 //! blocks; b += team)`, and `sync()` is a barrier among the team's `team` threads (`#pragma omp
 //! barrier` in an OpenMP region). Values do not depend on which path ran them. Jobs and barriers
-//! are passed through one pointer each (team_job, team_sync): a job's body is compiled once, and
-//! the hand-over code once for all jobs, where templates on both compiled each job three times
-//! and the hand-over once per job (docs/benchmarks.md, "Compile time").
+//! are passed through one pointer each (team_job, team_sync), so that a job's body is compiled
+//! once and the hand-over once for all jobs (docs/benchmarks.md, "Compile time").
 //!
 //! A held team pays only while its threads run when work is posted. On a machine with more
 //! runnable threads than cores, a helper that the scheduler has taken off its core holds up every
