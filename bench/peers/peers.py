@@ -354,6 +354,83 @@ def run_pytorch_adapt(torch, np, method, seed, steps, setup):
     return pred, seconds, steps, differs
 
 
+# ---------------------------------------------------------------------------------------------
+# Runs, one (pair, method, seed) at a time, in this process or in worker processes
+# ---------------------------------------------------------------------------------------------
+
+def plan_jobs(requested, threads, processors):
+    """How many runs go at once: `requested`, or as many as `processors` hold at `threads`
+    each (at least one), so that the runs never ask for more threads than there are cores."""
+    if requested is not None:
+        return requested
+    return max(1, processors // threads)
+
+
+_worker = {}  # this process's thread count, data folder and the setups it has loaded
+
+
+def init_worker(threads, data_dir):
+    warnings.filterwarnings("ignore")
+    import torch
+    torch.set_num_threads(threads)
+    _worker.update(data=data_dir, setups={})
+
+
+def describe(error):
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0][:300]}" if text else \
+        type(error).__name__
+
+
+def run_one(pair, method, seed, steps):
+    """One run; its accuracy, seconds, steps and what differed, or the error that stopped it."""
+    import numpy as np
+    import torch
+    setups = _worker["setups"]
+    if pair not in setups:  # a task's data, loaded once per process
+        setups[pair] = digits_setup(np, _worker["data"]) if pair is None else \
+            amazon_setup(np, _worker["data"], pair)
+    setup = setups[pair]
+    runner = run_skada if method.startswith("skada") else run_pytorch_adapt
+    try:
+        pred, seconds, steps_run, differs = runner(torch, np, method, seed, steps, setup)
+    except Exception as e:  # noqa: BLE001 - reported, and the other runs go on
+        return {"task": setup.name, "seed": seed, "error": describe(e)}
+    return {"task": setup.name, "seed": seed, "steps": steps_run, "differs": differs,
+            "seconds": seconds, "accuracy": 100.0 * float((pred == setup.y_test).mean())}
+
+
+def summarise(method, outcomes):
+    """A method's runs on one task (seeds in order) as one result: the seeds that finished, their
+    mean and spread, and the first error."""
+    done = [o for o in outcomes if "error" not in o]
+    errors = [o["error"] for o in outcomes if "error" in o]
+    accs, times = [o["accuracy"] for o in done], [o["seconds"] for o in done]
+    r = {"task": outcomes[0]["task"], "method": method, "seeds": len(accs), "accuracies": accs,
+         "seconds": times, "steps": done[-1]["steps"] if done else None,
+         "differs": done[-1]["differs"] if done else [], "error": errors[0] if errors else None}
+    if accs:
+        r["mean"] = statistics.mean(accs)
+        r["std"] = statistics.stdev(accs) if len(accs) > 1 else 0.0
+        r["seconds_per_run"] = statistics.mean(times)
+    return r
+
+
+def collect(plan, outcomes, write_json, results):
+    """Prints each run as its method's group completes, in the plan's order, and keeps the
+    summaries (the JSON rewritten after each)."""
+    for (_, method), group in zip(plan, outcomes):
+        for o in group:
+            if "error" in o:
+                print(f"{o['task']} {method} seed {o['seed']}: n/a: {o['error']}", flush=True)
+            else:
+                print(f"{o['task']} {method} seed {o['seed']}: {o['accuracy']:.2f} % "
+                      f"({o['seconds']:.2f} s, {o['steps']} steps)", flush=True)
+        results.append(summarise(method, group))
+        write_json()
+    return results
+
+
 def parse_list(text, allowed, what):
     items = [m.strip() for m in text.split(",") if m.strip()]
     bad = [m for m in items if m not in allowed]
@@ -375,7 +452,11 @@ def main():
     ap.add_argument("--task", default="mnist-usps", choices=TASKS)
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--steps", type=int, help="default: 3000 for mnist-usps, 2000 for amazon")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads of each run (default 1: these networks gain little from a "
+                    "second thread, and two runs at once use two cores better)")
+    ap.add_argument("--jobs", type=int, help="runs at once, each a process of its own (default: "
+                    "the processors this process may use over --threads, at least 1)")
     ap.add_argument("--methods", help="comma list from: " + ", ".join(METHODS) + " (default: "
                     "all for mnist-usps; " + ", ".join(AMAZON_METHODS) + " for amazon)")
     ap.add_argument("--pairs", default=",".join(DEFAULT_AMAZON_PAIRS),
@@ -390,6 +471,8 @@ def main():
     steps = args.steps if args.steps is not None else DEFAULT_STEPS[args.task]
     if args.seeds < 1 or steps < 1:
         raise SystemExit("peers.py: --seeds and --steps take counts of at least 1")
+    if args.threads < 1 or (args.jobs is not None and args.jobs < 1):
+        raise SystemExit("peers.py: --threads and --jobs take counts of at least 1")
     warnings.filterwarnings("ignore")
     import numpy as np
     import torch
@@ -402,43 +485,37 @@ def main():
         except Exception as e:  # noqa: BLE001 - a library that does not import is reported
             versions[name] = f"not importable: {type(e).__name__}: {str(e).splitlines()[0]}"
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()), flush=True)
+    jobs = plan_jobs(args.jobs, args.threads, len(os.sched_getaffinity(0)))
+    print(f"{jobs} run(s) at once, {args.threads} thread(s) each", flush=True)
     results = []
 
     def write_json():
         if args.json:  # after each method, so that a run cut short keeps what it finished
             with open(args.json, "w") as f:
                 json.dump({"versions": versions, "task": args.task, "seeds": args.seeds,
-                           "steps": steps, "threads": args.threads, "results": results}, f,
-                          indent=1)
-    for pair in pairs:
-        setup = digits_setup(np, args.data) if pair is None else amazon_setup(np, args.data, pair)
-        for method in methods:
-            runner = run_skada if method.startswith("skada") else run_pytorch_adapt
-            accs, times, differs, error, steps_run = [], [], [], None, None
-            for seed in range(1, args.seeds + 1):
-                try:
-                    pred, seconds, steps_run, differs = runner(torch, np, method, seed, steps,
-                                                               setup)
-                except Exception as e:  # noqa: BLE001 - say why, go on with the next method
-                    error = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}" \
-                        if str(e).strip() else type(e).__name__
-                    print(f"{setup.name} {method}: n/a: {error}", flush=True)
-                    break
-                accs.append(100.0 * float((pred == setup.y_test).mean()))
-                times.append(seconds)
-                print(f"{setup.name} {method} seed {seed}: {accs[-1]:.2f} % ({seconds:.2f} s, "
-                      f"{steps_run} steps)", flush=True)
-            r = {"task": setup.name, "method": method, "seeds": len(accs), "accuracies": accs,
-                 "seconds": times, "steps": steps_run, "differs": differs, "error": error}
-            if accs:
-                r["mean"] = statistics.mean(accs)
-                r["std"] = statistics.stdev(accs) if len(accs) > 1 else 0.0
-                r["seconds_per_run"] = statistics.mean(times)
-            results.append(r)
-            write_json()
+                           "steps": steps, "threads": args.threads, "jobs": jobs,
+                           "results": results}, f, indent=1)
+    plan = [(pair, method) for pair in pairs for method in methods]
+    seeds = range(1, args.seeds + 1)
+    if jobs == 1:
+        init_worker(args.threads, args.data)
+        outcomes = ([run_one(pair, method, seed, steps) for seed in seeds]
+                    for pair, method in plan)
+        results = collect(plan, outcomes, write_json, results)
+    else:
+        import concurrent.futures
+        import multiprocessing
+        # fresh interpreters (spawn): a forked child would inherit torch's OpenMP state
+        with concurrent.futures.ProcessPoolExecutor(
+                jobs, mp_context=multiprocessing.get_context("spawn"), initializer=init_worker,
+                initargs=(args.threads, args.data)) as pool:
+            futures = [[pool.submit(run_one, pair, method, seed, steps) for seed in seeds]
+                       for pair, method in plan]
+            outcomes = ([f.result() for f in group] for group in futures)
+            results = collect(plan, outcomes, write_json, results)
     print()
     print(f"{args.task}: target accuracy, {args.seeds} seeds, {steps} steps, "
-          f"{args.threads} threads")
+          f"{args.threads} thread(s) a run, {jobs} run(s) at once")
     for r in results:
         if r.get("mean") is None:
             print(f"  {r['task']:<18} {r['method']:<20} n/a: {r['error']}")

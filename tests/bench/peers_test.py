@@ -73,6 +73,30 @@ class PeersTest(unittest.TestCase):
                 peers.load_amazon_split(np, d, "kitchen_test", n_features=5)
             self.assertIn("kitchen_test_indptr.npy is missing", str(e.exception))
 
+    def test_runs_at_once_fill_the_processors_without_oversubscribing(self):
+        self.assertEqual(peers.plan_jobs(None, 1, 2), 2)
+        self.assertEqual(peers.plan_jobs(None, 2, 2), 1)
+        self.assertEqual(peers.plan_jobs(None, 3, 8), 2)
+        self.assertEqual(peers.plan_jobs(None, 4, 2), 1)  # one run, even if it asks for more
+        self.assertEqual(peers.plan_jobs(3, 2, 2), 3)  # asked for: as asked
+
+    def test_a_methods_runs_are_summarised_in_seed_order(self):
+        runs = [{"task": "dvd-books", "seed": 1, "accuracy": 70.0, "seconds": 2.0, "steps": 10,
+                 "differs": ["x"]},
+                {"task": "dvd-books", "seed": 2, "error": "RuntimeError: boom"},
+                {"task": "dvd-books", "seed": 3, "accuracy": 74.0, "seconds": 4.0, "steps": 10,
+                 "differs": ["x"]}]
+        r = peers.summarise("skada-dann", runs)
+        self.assertEqual(r["accuracies"], [70.0, 74.0])
+        self.assertEqual(r["seeds"], 2)
+        self.assertAlmostEqual(r["mean"], 72.0)
+        self.assertAlmostEqual(r["std"], math.sqrt(8.0))
+        self.assertAlmostEqual(r["seconds_per_run"], 3.0)
+        self.assertEqual(r["error"], "RuntimeError: boom")
+        failed = peers.summarise("skada-dann", runs[1:2])
+        self.assertEqual(failed["seeds"], 0)
+        self.assertNotIn("mean", failed)
+
     def run_peers(self, *args):
         return subprocess.run([sys.executable, PEERS, *args], capture_output=True, text=True)
 
@@ -91,6 +115,9 @@ class PeersTest(unittest.TestCase):
         p = self.run_peers("--seeds", "0")
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("--seeds and --steps take counts of at least 1", p.stderr)
+        p = self.run_peers("--jobs", "0")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--threads and --jobs take counts of at least 1", p.stderr)
 
 
 if __name__ == "__main__":
