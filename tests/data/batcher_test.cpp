@@ -3,6 +3,7 @@
 // first and target rows after, in the samplers' order, and bad inputs are refused.
 #include <dafuse/data/batcher.hpp>
 #include "../check.hpp"
+#include "tagged_rows.hpp"
 
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/rng.hpp>
@@ -33,30 +34,13 @@ constexpr index_t width = 5;
 constexpr index_t batch = 3;
 constexpr std::uint64_t seed = 42;
 
-//! 7 labelled source rows whose entries say where they came from: row r, feature k = r + k/10.
 dataset make_source(index_t rows = 7, index_t w = width, bool labelled = true) {
-  host_array<float> x{{std::size_t(rows), std::size_t(w)}, {}};
-  std::vector<std::int32_t> y;
-  for (index_t r = 0; r < rows; ++r) {
-    for (index_t k = 0; k < w; ++k) x.values.push_back(float(r) + 0.1f * float(k));
-    y.push_back(std::int32_t(r % 3));
-  }
-  return dafuse::data::make_dataset("source.npy", domain::source, std::move(x),
-                                    labelled ? std::move(y) : std::vector<std::int32_t>{});
+  return dafuse::test::tagged_source(rows, w, labelled);
 }
-
-//! 5 unlabelled target rows, negative so they cannot be mistaken for source rows.
 dataset make_target(index_t rows = 5, index_t w = width) {
-  host_array<float> x{{std::size_t(rows), std::size_t(w)}, {}};
-  for (index_t r = 0; r < rows; ++r)
-    for (index_t k = 0; k < w; ++k) x.values.push_back(-1.0f - float(r) - 0.1f * float(k));
-  return dafuse::data::make_dataset("target.npy", domain::target, std::move(x));
+  return dafuse::test::tagged_target(rows, w);
 }
-
-//! A count of elements for a buffer (named, so `buffer<T> x(elements(n))` is not a declaration).
-std::size_t elements(index_t n) {
-  return static_cast<std::size_t>(n);
-}
+using dafuse::test::elements;
 
 template <class T>
 bool column_is_row(matrix_view<T> x, index_t c, const dataset& d, index_t row) {
