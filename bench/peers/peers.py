@@ -369,11 +369,21 @@ def plan_jobs(requested, threads, processors):
 _worker = {}  # this process's thread count, data folder and the setups it has loaded
 
 
-def init_worker(threads, data_dir):
+def init_worker(threads, data_dir, parent=None):
+    """Sets up this process for runs; a worker (`parent` given) also ends itself when that
+    process is gone, so that stopping peers.py stops its runs."""
     warnings.filterwarnings("ignore")
     import torch
     torch.set_num_threads(threads)
     _worker.update(data=data_dir, setups={})
+    if parent is not None:
+        import threading
+
+        def exit_with_parent():
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(1)
+        threading.Thread(target=exit_with_parent, daemon=True).start()
 
 
 def describe(error):
@@ -508,7 +518,7 @@ def main():
         # fresh interpreters (spawn): a forked child would inherit torch's OpenMP state
         with concurrent.futures.ProcessPoolExecutor(
                 jobs, mp_context=multiprocessing.get_context("spawn"), initializer=init_worker,
-                initargs=(args.threads, args.data)) as pool:
+                initargs=(args.threads, args.data, os.getpid())) as pool:
             futures = [[pool.submit(run_one, pair, method, seed, steps) for seed in seeds]
                        for pair, method in plan]
             outcomes = ([f.result() for f in group] for group in futures)
