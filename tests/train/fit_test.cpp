@@ -5,6 +5,7 @@
 #include <dafuse/train/fit.hpp>
 
 #include "../check.hpp"
+#include "blobs.hpp"
 
 #include <dafuse/core/profiler.hpp>
 #include <dafuse/train/checkpoint.hpp>
@@ -31,18 +32,10 @@ df::data::dataset blobs(df::data::domain side,
                         float shift,
                         df::index_t rows,
                         df::index_t width = 3) {
-  df::counter_rng rng(9, df::rng_stream::synthetic_data, std::uint32_t(side));
-  df::data::host_array<float> x{{std::size_t(rows), std::size_t(width)},
-                                std::vector<float>(std::size_t(rows * width))};
-  std::vector<std::int32_t> y(static_cast<std::size_t>(rows));
-  for (df::index_t i = 0; i < rows; ++i) {
-    y[std::size_t(i)] = std::int32_t(i % 2);
-    for (df::index_t k = 0; k < width; ++k)
-      x.values[std::size_t(i * width + k)] =
-          0.5f * rng.normal<float>() + (k == 0 ? (i % 2 ? 1.5f : -1.5f) : 0.f) + shift;
-  }
-  return df::data::make_dataset(side == df::data::domain::source ? "blobs source" : "blobs target",
-                                side, std::move(x), std::move(y));
+  const bool source = side == df::data::domain::source;
+  return df::test::blobs({.seed = 9, .spread = 0.5f, .class0_mean = -1.5f, .class1_mean = 1.5f},
+                         side, rows, width, shift, source ? "blobs source" : "blobs target",
+                         std::uint32_t(side));
 }
 
 const df::fit_args args{.steps = 150, .batch = 16, .lr = 0.05f, .momentum = 0.9f, .seed = 21};

@@ -5,6 +5,7 @@
 #include <dafuse/train/model_file.hpp>
 
 #include "../check.hpp"
+#include "blobs.hpp"
 
 #include <dafuse/data/dataset.hpp>
 #include <dafuse/head/dann.hpp>
@@ -68,16 +69,9 @@ using step_t = df::train_step<net,
 const df::fit_args args{.steps = 30, .batch = 8, .lr = 0.05f, .momentum = 0.9f, .seed = 5};
 
 df::data::dataset blobs(df::data::domain side, df::index_t rows) {
-  df::counter_rng rng(3, df::rng_stream::synthetic_data, std::uint32_t(side));
-  df::data::host_array<float> x{{std::size_t(rows), 3}, std::vector<float>(std::size_t(rows * 3))};
-  std::vector<std::int32_t> y(static_cast<std::size_t>(rows));
-  for (df::index_t i = 0; i < rows; ++i) {
-    y[std::size_t(i)] = std::int32_t(i % 2);
-    for (df::index_t k = 0; k < 3; ++k)
-      x.values[std::size_t(i * 3 + k)] = rng.normal<float>() + (k == 0 ? 2.f * float(i % 2) : 0.f);
-  }
-  return df::data::make_dataset(side == df::data::domain::source ? "source" : "target", side,
-                                std::move(x), std::move(y));
+  const bool source = side == df::data::domain::source;
+  return df::test::blobs({.seed = 3}, side, rows, 3, 0.f, source ? "source" : "target",
+                         std::uint32_t(side));
 }
 
 const df::data::dataset source = blobs(df::data::domain::source, 60);
