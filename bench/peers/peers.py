@@ -5,6 +5,10 @@ Run it through scripts/peers (which installs skada and pytorch-adapt into build/
 
     scripts/peers [--task mnist-usps|amazon] [--seeds 5] [--steps N]
                   [--methods skada-dann,pytorch-adapt-dann,...] [--pairs dvd-books,...]
+                  [--threads 1] [--jobs J]
+
+Each run (a pair, a method, a seed) is a process of its own on --threads threads, --jobs of them
+at once (default: as many as the processors hold), so a run's time is taken beside the others.
 
 mnist-usps (default): JDA digits MNIST -> USPS (shared/data/jda_mnist_usps: 2000 MNIST rows as
 the labelled source, 1800 USPS rows as the unlabelled target and the test set), each 16x16 image
