@@ -6,7 +6,7 @@
 // momentum 0.9, Ganin's schedules, λ_max = 1, PyTorch's default initialisation). Prints each head's
 // target accuracy over seeds 1..N as mean ± std and its training time per run, and one JSON line.
 // --heads picks some (a comma-separated list of source_only, dann, cdan, cdan_e, coral, mmd,
-// mmd_linear, mcc, cdan_e+mcc, mdd; all by default);
+// mmd_linear, mcc, cdan_e+mcc, mdd, mdd/10+mcc; all by default);
 // --lambda-max sets the heads' λ_max.
 //
 //   build/bench/heads_accuracy [--seeds 5] [--steps 3000] [--data DIR] [--heads LIST]
@@ -17,6 +17,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <ratio>
 #include <string>
 #include <vector>
 
@@ -93,7 +94,7 @@ int main(int argc, char** argv) try {
   const std::string heads = "," +
                             examples::text_option(argc, argv, "--heads",
                                                   "source_only,dann,cdan,cdan_e,coral,mmd,"
-                                                  "mmd_linear,mcc,cdan_e+mcc,mdd") +
+                                                  "mmd_linear,mcc,cdan_e+mcc,mdd,mdd/10+mcc") +
                             ",";
   const float lambda_max = std::stof(examples::text_option(argc, argv, "--lambda-max", "1"));
   using ganin = df::schedule::ganin;
@@ -115,6 +116,11 @@ int main(int argc, char** argv) try {
       "cdan_e+mcc", "CDAN+E + MCC");
   // MDD's G_d is the adversarial classifier f': 128 → 128 → 10.
   pick.operator()<digits_step<df::head::mdd<ganin>, 128, 10>>("mdd", "MDD");
+  // MDD at a tenth of λ_max (tllib's reversal ceiling 0.1 when λ_max = 1) plus MCC at λ_max.
+  pick.operator()<
+      digits_step<df::head::combine<df::head::weighted<df::head::mdd<ganin>, std::ratio<1, 10>>,
+                                    df::head::mcc<ganin>>,
+                  128, 10>>("mdd/10+mcc", "MDD/10 + MCC");
   std::printf("\n| head | target accuracy (mean ± std over %ld seeds) | seconds per run |\n",
               seeds);
   std::printf("| --- | --- | --- |\n");

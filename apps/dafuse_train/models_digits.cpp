@@ -26,6 +26,10 @@ using dann = df::head::dann<df::schedule::ganin>;
 using source_only = df::head::source_only<df::schedule::ganin>;
 
 constexpr model_defaults defaults{.steps = 3000, .batch = 64, .lr = 0.03, .momentum = 0.9};
+// MDD's reversal weight rises to 0.1, as tllib's (at 1 it collapses on MNIST → USPS:
+// docs/heads.md "MDD").
+constexpr model_defaults mdd_defaults{
+    .steps = 3000, .batch = 64, .lr = 0.03, .momentum = 0.9, .lambda_max = 0.1};
 const model_entry models[] = {
     {"digits-dann", "256-256-128 ReLU, 10 classes, 128-128-1 discriminator; fp32, no clip, DANN",
      256, 10, false, defaults, run_model<step<df::precision::fp32, df::clip::none, dann>>},
@@ -40,7 +44,7 @@ const model_entry models[] = {
     {"digits-cdan-e-mcc", "CDAN+E (G_d 1280-128-1 on softmax(g) x h) plus MCC", 256, 10, false,
      defaults, run_model<step<df::precision::fp32, df::clip::none, cdan_e_mcc, cdan_net>>},
     {"digits-mdd", "MDD (margin 4): G_d 128-128-10 is the adversarial classifier f'", 256, 10,
-     false, defaults,
+     false, mdd_defaults,
      run_model<
          step<df::precision::fp32, df::clip::none, df::head::mdd<df::schedule::ganin>, mdd_net>>},
 };
