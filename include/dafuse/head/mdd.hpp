@@ -10,8 +10,8 @@
 //!   L = γ · mean_source −log p_ŷ + mean_target −log(1 − p_ŷ):
 //! f' minimises it (agree with G_y on the source rows, disagree on the target rows, the sup over
 //! f' of the disparity), and G_f, through the reversal R_λ, maximises it: δh = −λ · ∂L/∂h.
-//! γ is a std::ratio, 4 by default (tllib's default; the paper uses 2 to 4). The paper's
-//! −log(1 − p) is computed exactly from the logits (tllib adds an ε inside its log).
+//! γ is a std::ratio, 4 by default (tllib's default). −log(1 − p) is computed exactly from the
+//! logits (tllib adds an ε inside its log).
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/head/head_base.hpp>
