@@ -1,11 +1,12 @@
 // Adaptation heads side by side on real data: source-only, DANN, CDAN, CDAN+E, Deep CORAL, MMD
-// (quadratic and linear-time), MCC and CDAN+E + MCC on the demo's
+// (quadratic and linear-time), MCC, CDAN+E + MCC and MDD on the demo's
 // MNIST → USPS set-up (JDA 16×16 digits shipped in data/, L2-normalised pixels; G_f 256 → 256 →
 // 128 ReLU, G_y 128 → 10, G_d 128 → 128 → 1 for DANN and 1280 → 128 → 1 for CDAN, which reads
-// softmax(g) ⊗ h; B = 64 + 64, SGD lr 0.03 momentum 0.9, Ganin's schedules, λ_max = 1, PyTorch's
-// default initialisation). Prints each head's target accuracy over seeds 1..N as mean ± std and
-// its training time per run, and one JSON line. --heads picks some (a comma-separated list of
-// source_only, dann, cdan, cdan_e, coral, mmd, mmd_linear, mcc, cdan_e+mcc; all by default);
+// softmax(g) ⊗ h, and 128 → 128 → 10 for MDD's adversarial classifier; B = 64 + 64, SGD lr 0.03
+// momentum 0.9, Ganin's schedules, λ_max = 1, PyTorch's default initialisation). Prints each head's
+// target accuracy over seeds 1..N as mean ± std and its training time per run, and one JSON line.
+// --heads picks some (a comma-separated list of source_only, dann, cdan, cdan_e, coral, mmd,
+// mmd_linear, mcc, cdan_e+mcc, mdd, mdd/10+mcc; all by default);
 // --lambda-max sets the heads' λ_max.
 //
 //   build/bench/heads_accuracy [--seeds 5] [--steps 3000] [--data DIR] [--heads LIST]
@@ -16,6 +17,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <ratio>
 #include <string>
 #include <vector>
 
@@ -23,12 +25,13 @@ namespace df = dafuse;
 
 namespace {
 
-template <df::index_t DiscriminatorInput>
-using digits_net = df::nn::dann_net<df::nn::mlp<256, 256, 128, df::nn::relu>,
-                                    df::nn::linear<128, 10>,
-                                    df::nn::mlp<DiscriminatorInput, 128, 1, df::nn::relu>>;
-template <class Head, df::index_t DiscriminatorInput = 128>
-using digits_step = df::train_step<digits_net<DiscriminatorInput>,
+template <df::index_t DiscriminatorInput, df::index_t DiscriminatorOutput>
+using digits_net =
+    df::nn::dann_net<df::nn::mlp<256, 256, 128, df::nn::relu>,
+                     df::nn::linear<128, 10>,
+                     df::nn::mlp<DiscriminatorInput, 128, DiscriminatorOutput, df::nn::relu>>;
+template <class Head, df::index_t DiscriminatorInput = 128, df::index_t DiscriminatorOutput = 1>
+using digits_step = df::train_step<digits_net<DiscriminatorInput, DiscriminatorOutput>,
                                    df::loader::resident,
                                    df::precision::fp32,
                                    df::clip::none,
@@ -91,7 +94,7 @@ int main(int argc, char** argv) try {
   const std::string heads = "," +
                             examples::text_option(argc, argv, "--heads",
                                                   "source_only,dann,cdan,cdan_e,coral,mmd,"
-                                                  "mmd_linear,mcc,cdan_e+mcc") +
+                                                  "mmd_linear,mcc,cdan_e+mcc,mdd,mdd/10+mcc") +
                             ",";
   const float lambda_max = std::stof(examples::text_option(argc, argv, "--lambda-max", "1"));
   using ganin = df::schedule::ganin;
@@ -111,6 +114,13 @@ int main(int argc, char** argv) try {
   pick.
   operator()<digits_step<df::head::combine<df::head::cdan_e<ganin>, df::head::mcc<ganin>>, 1280>>(
       "cdan_e+mcc", "CDAN+E + MCC");
+  // MDD's G_d is the adversarial classifier f': 128 → 128 → 10.
+  pick.operator()<digits_step<df::head::mdd<ganin>, 128, 10>>("mdd", "MDD");
+  // MDD at a tenth of λ_max (tllib's reversal ceiling 0.1 when λ_max = 1) plus MCC at λ_max.
+  pick.operator()<
+      digits_step<df::head::combine<df::head::weighted<df::head::mdd<ganin>, std::ratio<1, 10>>,
+                                    df::head::mcc<ganin>>,
+                  128, 10>>("mdd/10+mcc", "MDD/10 + MCC");
   std::printf("\n| head | target accuracy (mean ± std over %ld seeds) | seconds per run |\n",
               seeds);
   std::printf("| --- | --- | --- |\n");

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Generate PyTorch reference vectors for two CDAN and two CDAN+E training steps.
+"""Generate PyTorch reference vectors for two CDAN and two CDAN+E training steps, and for
+two MDD steps (the other head with a trained G_d).
 
 Run by hand from the repository root (not part of CI), after installing Debian's
 python3-torch:
@@ -55,6 +56,29 @@ gf1.b, gy.w, gy.b, gd0.w, gd0.b, gd1.w, gd1.b: 192 values):
 
 Self-check (nothing saved): each variant is repeated in float64 from the same
 initial values and must agree with float32 to 1e-4 relative.
+
+MDD (Zhang et al. 2019; the loss as tllib's ClassificationMarginDisparityDiscrepancy)
+------------------------------------------------------------------------------------
+Its own set-up, so the CDAN files above do not change: after
+``torch.manual_seed(21)``, gf0 = Linear(6, 8), gf1 = Linear(8, 5), gy = Linear(5, 3),
+gd0 = Linear(5, 4), gd1 = Linear(4, 3) (G_d is the adversarial classifier f', one
+logit a class, reading h); biases overwritten with randn * 0.1 and gy's weight
+multiplied by 8 as above; then x_source [4, 6] randn, y_source [4] randint(0, 3),
+x_target [4, 6] randn + 0.5.
+
+One step: h = G_f(x) on the 8 rows; z = G_y(h); loss_y = CrossEntropy(z[:4], y);
+yhat = argmax z (no gradient); f = G_d(GRL(h)), lambda = 0.7;
+loss_d = gamma * CrossEntropy(mean)(f[:4], yhat[:4])
+       + mean over the target rows of -log(1 - softmax(f)[yhat]),
+with gamma = 4 and -log(1 - p_yhat) = logsumexp(f) - logsumexp(f without yhat) (exact;
+tllib adds 1e-6 inside its log); total = loss_y + loss_d; SGD as above over all
+parameters, two steps on the same batch. The script checks that the pseudo-labels
+hold two classes or more in each domain and that no row's top two logits are within 1e-3.
+
+Files: mdd_initial_params.npy (158 values), mdd_param_shapes.npy, mdd_x_source.npy,
+mdd_y_source.npy, mdd_x_target.npy, mdd_hyper.npy [5]: lambda, lr, momentum,
+weight_decay, gamma; mdd_step{k}_losses.npy, mdd_step{k}_grads.npy,
+mdd_step{k}_params.npy as above.
 """
 
 import os
@@ -150,6 +174,90 @@ def two_steps(initial, x_source, y_source, x_target, entropy, dtype):
     return out
 
 
+MDD_SHAPES = ((6, 8), (8, 5), (5, 3), (5, 4), (4, 3))
+MDD_MARGIN = 4.0
+MDD_SEED = 21  # its pseudo-labels hold all three classes, two or more in each domain
+
+
+def make_mdd_layers():
+    torch.manual_seed(MDD_SEED)
+    layers = [nn.Linear(i, o) for i, o in MDD_SHAPES]
+    with torch.no_grad():
+        for layer in layers:
+            layer.bias.copy_(torch.randn(layer.bias.shape[0]) * 0.1)
+        layers[2].weight.mul_(WEIGHT_SHARPENING)
+    x_source = torch.randn(BATCH, 6)
+    y_source = torch.randint(0, 3, (BATCH,))
+    assert len(set(y_source.tolist())) >= 2
+    x_target = torch.randn(BATCH, 6) + 0.5
+    return layers, x_source, y_source, x_target
+
+
+def mdd_loss(f, yhat):
+    source = F.cross_entropy(f[:BATCH], yhat[:BATCH])
+    ft, yt = f[BATCH:], yhat[BATCH:]
+    others = torch.ones_like(ft, dtype=torch.bool)
+    others[torch.arange(BATCH), yt] = False
+    rest = torch.logsumexp(ft.masked_fill(~others, float("-inf")), dim=1)
+    target = (torch.logsumexp(ft, dim=1) - rest).mean()
+    return MDD_MARGIN * source + target
+
+
+def mdd_two_steps(initial, x_source, y_source, x_target, dtype):
+    layers = [nn.Linear(i, o).to(dtype) for i, o in MDD_SHAPES]
+    gf0, gf1, gy, gd0, gd1 = layers
+    params = [p for layer in layers for p in (layer.weight, layer.bias)]
+    with torch.no_grad():
+        for p, v in zip(params, initial):
+            p.copy_(v.to(dtype))
+    opt = torch.optim.SGD(params, lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+    x = torch.cat([x_source, x_target]).to(dtype)
+    out = []
+    for _ in range(2):
+        opt.zero_grad()
+        h = torch.relu(gf1(torch.relu(gf0(x))))
+        z = gy(h)
+        loss_y = F.cross_entropy(z[:BATCH], y_source)
+        top = torch.topk(z.detach(), 2, dim=1).values
+        assert float((top[:, 0] - top[:, 1]).min()) > 1e-3, "a pseudo-label is nearly tied"
+        yhat = z.detach().argmax(dim=1)
+        assert min(len(set(yhat[:BATCH].tolist())), len(set(yhat[BATCH:].tolist()))) >= 2
+        f = gd1(torch.relu(gd0(GradReverse.apply(h, LAMBDA))))
+        loss_d = mdd_loss(f, yhat)
+        (loss_y + loss_d).backward()
+        grads = flat([p.grad for p in params])
+        norm = torch.linalg.vector_norm(grads)
+        opt.step()
+        out.append((torch.stack([loss_y.detach(), loss_d.detach(), norm]), grads,
+                    flat(params)))
+    return out
+
+
+def save_mdd(save):
+    layers, x_source, y_source, x_target = make_mdd_layers()
+    initial = [t.detach().clone() for layer in layers for t in (layer.weight, layer.bias)]
+    shapes = np.array([[t.shape[0], t.shape[1] if t.dim() == 2 else 1] for t in initial],
+                      dtype=np.int32)
+    save("mdd_initial_params", flat(initial).numpy().astype(np.float32))
+    save("mdd_param_shapes", shapes)
+    save("mdd_x_source", x_source.numpy().astype(np.float32))
+    save("mdd_y_source", y_source.numpy().astype(np.int32))
+    save("mdd_x_target", x_target.numpy().astype(np.float32))
+    save("mdd_hyper", np.array([LAMBDA, LR, MOMENTUM, WEIGHT_DECAY, MDD_MARGIN],
+                               dtype=np.float32))
+    single = mdd_two_steps(initial, x_source, y_source, x_target, torch.float32)
+    double = mdd_two_steps(initial, x_source, y_source, x_target, torch.float64)
+    for k, ((losses, grads, params), (l64, g64, p64)) in enumerate(zip(single, double), 1):
+        for a, b in ((losses, l64), (grads, g64), (params, p64)):
+            scale = max(1.0, float(b.abs().max()))
+            assert float((a.double() - b).abs().max()) <= 1e-4 * scale, "mdd"
+        save(f"mdd_step{k}_losses", losses.numpy().astype(np.float32))
+        save(f"mdd_step{k}_grads", grads.numpy().astype(np.float32))
+        save(f"mdd_step{k}_params", params.numpy().astype(np.float32))
+        print(f"mdd step {k}: loss_y {float(losses[0]):.6f} loss_d "
+              f"{float(losses[1]):.6f} norm {float(losses[2]):.6f}")
+
+
 def main():
     torch.set_num_threads(1)
     layers, x_source, y_source, x_target = make_layers()
@@ -179,6 +287,7 @@ def main():
             save(f"{variant}_step{k}_params", params.numpy().astype(np.float32))
             print(f"{variant} step {k}: loss_y {float(losses[0]):.6f} loss_d "
                   f"{float(losses[1]):.6f} norm {float(losses[2]):.6f}")
+    save_mdd(save)
 
 
 if __name__ == "__main__":

@@ -300,12 +300,13 @@ A network of any width instead of --model (compiled once, then cached; docs/cli.
   --features W0,W1,...[:ACT]  G_f: input width first; ACT after every layer (default relu):
                         identity, relu, leaky_relu, leaky_relu=SLOPE, sigmoid, tanh
   --classifier W0,...,C[:ACT]  G_y: W0 = G_f's output, C classes; ACT after hidden layers
-  --discriminator W0,...,1[:ACT]  G_d (default: one linear layer from G_f's output)
+  --discriminator W0,...,1[:ACT]  G_d (default: one linear layer from G_f's output; with
+                        --head mdd it ends in C outputs: the adversarial classifier f')
   --sparse              G_f reads CSR rows
   --precision P         fp32 (default), bf16, fp16 (dynamic loss scale)
   --clip C              none (default), global_norm (--max-grad-norm)
   --head H              dann (default), source_only, cdan, cdan_e, coral, mmd, mmd_linear, mcc,
-                        cdan_e+mcc (CDAN+E plus MCC, each weighted by --lambda-max)
+                        cdan_e+mcc (CDAN+E plus MCC, each weighted by --lambda-max), mdd
   --network FILE        the same as lines "features = 256,128:relu" ('#' comments)
 
 Training (absent: the model's defaults, shown by --list; lr > 0, momentum, lambda >= 0)

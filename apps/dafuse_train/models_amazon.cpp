@@ -10,9 +10,13 @@ namespace {
 using net = df::nn::dann_net<df::nn::sparse_input<df::nn::mlp<5000, 100, df::nn::relu>>,
                              df::nn::linear<100, 2>,
                              df::nn::linear<100, 1>>;
-template <class Head>
+// MDD's G_d is the adversarial classifier f': 100 → 2, one logit a class.
+using mdd_net = df::nn::dann_net<df::nn::sparse_input<df::nn::mlp<5000, 100, df::nn::relu>>,
+                                 df::nn::linear<100, 2>,
+                                 df::nn::linear<100, 2>>;
+template <class Head, class Net = net>
 using step = df::
-    train_step<net, df::loader::sync, df::precision::fp32, df::clip::none, Head, df::optim::sgd>;
+    train_step<Net, df::loader::sync, df::precision::fp32, df::clip::none, Head, df::optim::sgd>;
 
 constexpr model_defaults defaults{
     .steps = 2000, .batch = 64, .lr = 0.01, .momentum = 0.9, .lambda_max = 0.1};
@@ -21,6 +25,10 @@ const model_entry models[] = {
      5000, 2, true, defaults, run_model<step<df::head::dann<df::schedule::ganin>>>},
     {"amazon-source-only", "the same network without the discriminator", 5000, 2, true, defaults,
      run_model<step<df::head::source_only<df::schedule::ganin>>>},
+    {"amazon-mdd",
+     "the same G_f and G_y, MDD (margin 4) with G_d 100-2 as the adversarial "
+     "classifier f' (lambda 0.1)",
+     5000, 2, true, defaults, run_model<step<df::head::mdd<df::schedule::ganin>, mdd_net>>},
 };
 }  // namespace
 

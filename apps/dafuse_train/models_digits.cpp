@@ -16,12 +16,20 @@ using step = df::train_step<Net, df::loader::resident, Precision, Clip, Head, df
 using cdan_net = df::nn::dann_net<df::nn::mlp<256, 256, 128, df::nn::relu>,
                                   df::nn::linear<128, 10>,
                                   df::nn::mlp<1280, 128, 1, df::nn::relu>>;
+// MDD's G_d is the adversarial classifier f': 128 → 128 → 10, one logit a class.
+using mdd_net = df::nn::dann_net<df::nn::mlp<256, 256, 128, df::nn::relu>,
+                                 df::nn::linear<128, 10>,
+                                 df::nn::mlp<128, 128, 10, df::nn::relu>>;
 using mcc = df::head::mcc<df::schedule::ganin>;
 using cdan_e_mcc = df::head::combine<df::head::cdan_e<df::schedule::ganin>, mcc>;
 using dann = df::head::dann<df::schedule::ganin>;
 using source_only = df::head::source_only<df::schedule::ganin>;
 
 constexpr model_defaults defaults{.steps = 3000, .batch = 64, .lr = 0.03, .momentum = 0.9};
+// MDD's reversal weight rises to 0.1, as tllib's (at 1 it collapses on MNIST → USPS:
+// docs/heads.md "MDD").
+constexpr model_defaults mdd_defaults{
+    .steps = 3000, .batch = 64, .lr = 0.03, .momentum = 0.9, .lambda_max = 0.1};
 const model_entry models[] = {
     {"digits-dann", "256-256-128 ReLU, 10 classes, 128-128-1 discriminator; fp32, no clip, DANN",
      256, 10, false, defaults, run_model<step<df::precision::fp32, df::clip::none, dann>>},
@@ -35,6 +43,10 @@ const model_entry models[] = {
      false, defaults, run_model<step<df::precision::fp32, df::clip::none, mcc>>},
     {"digits-cdan-e-mcc", "CDAN+E (G_d 1280-128-1 on softmax(g) x h) plus MCC", 256, 10, false,
      defaults, run_model<step<df::precision::fp32, df::clip::none, cdan_e_mcc, cdan_net>>},
+    {"digits-mdd", "MDD (margin 4): G_d 128-128-10 is the adversarial classifier f'", 256, 10,
+     false, mdd_defaults,
+     run_model<
+         step<df::precision::fp32, df::clip::none, df::head::mdd<df::schedule::ganin>, mdd_net>>},
 };
 }  // namespace
 

@@ -9,8 +9,12 @@ namespace {
 using net = df::nn::dann_net<df::nn::mlp<2, 15, df::nn::sigmoid>,
                              df::nn::linear<15, 2>,
                              df::nn::mlp<15, 15, 1, df::nn::sigmoid>>;
-template <class Head>
-using step = df::train_step<net,
+// MDD's G_d is the adversarial classifier f': 15 → 15 → 2, one logit a class.
+using mdd_net = df::nn::dann_net<df::nn::mlp<2, 15, df::nn::sigmoid>,
+                                 df::nn::linear<15, 2>,
+                                 df::nn::mlp<15, 15, 2, df::nn::sigmoid>>;
+template <class Head, class Net = net>
+using step = df::train_step<Net,
                             df::loader::resident,
                             df::precision::fp32,
                             df::clip::none,
@@ -23,6 +27,10 @@ const model_entry models[] = {
      false, defaults, run_model<step<df::head::dann<df::schedule::ganin>>>},
     {"moons-source-only", "the same network without the discriminator", 2, 2, false, defaults,
      run_model<step<df::head::source_only<df::schedule::ganin>>>},
+    {"moons-mdd",
+     "the same with MDD (margin 4): G_d 15-15-2 sigmoid is the adversarial "
+     "classifier f'",
+     2, 2, false, defaults, run_model<step<df::head::mdd<df::schedule::ganin>, mdd_net>>},
 };
 }  // namespace
 

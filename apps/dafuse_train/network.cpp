@@ -161,9 +161,9 @@ void complete_network(network_text& n) {
         "count)");
   check_choice("--precision", n.precision, {"fp32", "bf16", "fp16"});
   check_choice("--clip", n.clip, {"none", "global_norm"});
-  check_choice(
-      "--head", n.head,
-      {"dann", "source_only", "cdan", "cdan_e", "coral", "mmd", "mmd_linear", "mcc", "cdan_e+mcc"});
+  check_choice("--head", n.head,
+               {"dann", "source_only", "cdan", "cdan_e", "coral", "mmd", "mmd_linear", "mcc",
+                "cdan_e+mcc", "mdd"});
   const long features = n.features.widths.back();
   const long classes = n.classifier.widths.back();
   if (n.classifier.widths.front() != features)
@@ -175,8 +175,11 @@ void complete_network(network_text& n) {
   const bool joint = n.head == "cdan" || n.head == "cdan_e" || n.head == "cdan_e+mcc";
   // CDAN's discriminator reads softmax(G_y) ⊗ h: features × classes values a row.
   const long d_in = joint ? features * classes : features;
+  // MDD's G_d is the adversarial classifier f': one logit a class.
+  const bool margin = n.head == "mdd";
+  const long d_out = margin ? classes : 1;
   if (!n.discriminator.given) {
-    n.discriminator.widths = {d_in, 1};
+    n.discriminator.widths = {d_in, d_out};
     n.discriminator.given = true;
   }
   if (n.discriminator.widths.front() != d_in)
@@ -184,9 +187,13 @@ void complete_network(network_text& n) {
                       (joint ? " (G_f's output × the classes: " + n.head + " reads g ⊗ h)"
                              : std::string(" (G_f's output)")) +
                       ", found " + std::to_string(n.discriminator.widths.front()));
-  if (n.discriminator.widths.back() != 1)
-    throw usage_error("--discriminator: expected one output (the domain logit), found " +
-                      std::to_string(n.discriminator.widths.back()));
+  if (n.discriminator.widths.back() != d_out)
+    throw usage_error("--discriminator: expected " +
+                      (margin ? std::to_string(d_out) +
+                                    " outputs (mdd's G_d is the adversarial classifier: "
+                                    "one logit a class)"
+                              : std::string("one output (the domain logit)")) +
+                      ", found " + std::to_string(n.discriminator.widths.back()));
   for (const auto* m : {&n.classifier, &n.discriminator})
     if (m->widths.size() == 2 && m->activation_given)
       throw usage_error(std::string(m == &n.classifier ? "--classifier" : "--discriminator") +

@@ -24,7 +24,7 @@ struct network_text {
   std::string precision = "fp32";  //!< fp32, bf16
   std::string clip = "none";       //!< none, global_norm
   std::string head = "dann";  //!< dann, source_only, cdan, cdan_e, coral, mmd, mmd_linear, mcc,
-                              //!< cdan_e+mcc
+                              //!< cdan_e+mcc, mdd
   bool given() const { return features.given || classifier.given || discriminator.given; }
 };
 

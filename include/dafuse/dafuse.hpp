@@ -30,6 +30,7 @@
 #include <dafuse/head/dann.hpp>
 #include <dafuse/head/head_base.hpp>
 #include <dafuse/head/mcc.hpp>
+#include <dafuse/head/mdd.hpp>
 #include <dafuse/head/mmd.hpp>
 #include <dafuse/head/source_only.hpp>
 #include <dafuse/nn/activation.hpp>

@@ -78,8 +78,11 @@ expect 2 "--discriminator: expected the input width 640 (G_f's output × the cla
   --target b.npy
 expect 2 "--classifier: a single layer has no hidden layer to activate" -- \
   --features 256,64 --classifier 64,10:tanh --source a.npy --target b.npy
-expect 2 "--head: expected one of dann, source_only, cdan, cdan_e, coral, mmd, mmd_linear, mcc, cdan_e+mcc, found 'mdd'" -- \
-  --features 256,64 --classifier 64,10 --head mdd --source a.npy --target b.npy
+expect 2 "--head: expected one of dann, source_only, cdan, cdan_e, coral, mmd, mmd_linear, mcc, cdan_e+mcc, mdd, found 'jan'" -- \
+  --features 256,64 --classifier 64,10 --head jan --source a.npy --target b.npy
+expect 2 "--discriminator: expected 10 outputs (mdd's G_d is the adversarial classifier" -- \
+  --features 256,64 --classifier 64,10 --discriminator 64,1 --head mdd --source a.npy \
+  --target b.npy
 expect 2 "--features: expected leaky_relu=SLOPE with a finite SLOPE > 0" -- \
   --features 256,64:leaky_relu=-1 --classifier 64,10 --source a.npy --target b.npy
 expect 2 "--model: expected either a registry model or a network" -- --model digits-dann \
@@ -221,6 +224,9 @@ grep -q '"width": 256, "image": \[16, 16, 1\]' "$work/cnn.json" ||
   { echo "FAIL: the CNN's predictions are not 1800 int32 classes"; failures=$((failures + 1)); }
 expect 0 "model digits-cnn-source-only: 10 steps" -- --model digits-cnn-source-only "${cnn[@]}" \
   --target "$work/nhwc.npy" --steps 10
+# MDD's G_d is the adversarial classifier f' (10 logits): the registry entry and --head mdd train.
+expect 0 "model digits-mdd: 40 steps" -- --model digits-mdd "${cnn[@]}" \
+  --target "$shipped/usps_images.npy" --target-labels "$shipped/usps_labels.npy" --steps 40
 
 mnist=$data/jda_mnist_usps
 if [ ! -f "$mnist/mnist_images.npy" ]; then

@@ -1,6 +1,6 @@
 // The heads without a discriminator run on the host executor only for now: a device system
 // (system::cuda; system::omp_device here, its CPU stand-in) refuses them with a sentence.
-// expect: dafuse: head::coral, head::mmd, head::mcc and head::combine run on the host
+// expect: dafuse: head::coral, head::mmd, head::mcc, head::mdd and head::combine run on
 // errors: 1
 #include <dafuse/backend/device/omp_device.hpp>
 #include <dafuse/head/coral.hpp>

@@ -9,6 +9,7 @@
 #include <dafuse/head/coral.hpp>
 #include <dafuse/head/dann.hpp>
 #include <dafuse/head/mcc.hpp>
+#include <dafuse/head/mdd.hpp>
 #include <dafuse/head/mmd.hpp>
 #include <dafuse/head/source_only.hpp>
 #include <dafuse/nn/conv2d.hpp>
@@ -170,6 +171,16 @@ TEST_CASE("steps of the heads without a discriminator allocate nothing") {
   CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm, df::head::mmd<>>() == 0);
   CHECK(allocations_in_steps<df::loader::resident, df::clip::none, df::head::mmd_linear<>>() == 0);
   CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm, df::head::mcc<>>() == 0);
+}
+
+TEST_CASE("an MDD step (G_d as the adversarial classifier f') allocates nothing") {
+  using mdd_net =
+      df::nn::dann_net<df::nn::mlp<256, 256, 128, df::nn::relu>, df::nn::linear<128, 10>,
+                       df::nn::mlp<128, 128, 10, df::nn::relu>>;
+  CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm, df::head::mdd<>,
+                             df::precision::fp32, df::train_step, mdd_net>() == 0);
+  CHECK(allocations_in_steps<df::loader::resident, df::clip::global_norm, df::head::mdd<>,
+                             df::precision::bf16, df::train_step, mdd_net>() == 0);
 }
 
 TEST_CASE("a sum of heads allocates nothing per step (DANN + CORAL + MCC)") {

@@ -33,6 +33,7 @@ enum class head_operation : unsigned {
   covariance_alignment = 1u << 0,  //!< CORAL: coral_loss, coral_backward
   kernel_discrepancy = 1u << 1,    //!< MMD: mmd_loss, mmd_backward
   class_confusion = 1u << 2,       //!< MCC: mcc_loss, mcc_backward (target logits)
+  margin_disparity = 1u << 3,      //!< MDD: mdd_loss (G_d as the adversarial classifier f')
 };
 constexpr head_operation operator|(head_operation a, head_operation b) {
   return head_operation(unsigned(a) | unsigned(b));

@@ -181,9 +181,9 @@ class executor<System, Step> {
   static_assert(Step::head_type::operations == head_operation::none &&
                     !Step::head_type::writes_logit_gradient &&
                     !weights_terms<typename Step::head_type>,
-                "dafuse: head::coral, head::mmd, head::mcc and head::combine run on the host "
-                "systems only for now; train them with system::omp, or use head::dann or "
-                "head::cdan on a device");
+                "dafuse: head::coral, head::mmd, head::mcc, head::mdd and head::combine run on "
+                "the host systems only for now; train them with system::omp, or use head::dann "
+                "or head::cdan on a device");
   static_assert(!nn::has_image_layers<typename Step::feature_stack>,
                 "dafuse: convolutional feature extractors (nn::conv_net) run on the host systems "
                 "only for now; train them with system::omp");

@@ -37,6 +37,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -82,6 +83,9 @@ class executor<System, Step> {
   static constexpr bool aligns_covariance = uses(head_ops, head_operation::covariance_alignment);
   static constexpr bool measures_discrepancy = uses(head_ops, head_operation::kernel_discrepancy);
   static constexpr bool confuses_classes = uses(head_ops, head_operation::class_confusion);
+  // MDD's adversarial classifier f' is G_d.
+  static constexpr bool measures_disparity =
+      uses(head_ops, head_operation::margin_disparity) && trains_discriminator;
   template <class Stack>
   using stack_scratch = host::stack_scratch<Stack, value_type>;
   using products_type = host::products_for<Step::compute_format, value_type>;
@@ -567,6 +571,55 @@ class executor<System, Step> {
         di[k] = products_type::round(value_type(scale * double(y(k, i)) * (double(di[k]) - mean)));
     }
     return 0.0;
+  }
+
+  //! Margin disparity discrepancy (Zhang et al. 2019) with G_d as the adversarial classifier f'
+  //! (one logit a class) and G_y's predictions ŷ = argmax z as pseudo-labels (constants): with
+  //! p = softmax(f'(h)), L = γ·(1/B)·Σ_source −log p_ŷ + (1/B)·Σ_target −log(1 − p_ŷ). Writes
+  //! G_d's output gradient S·∂L/∂f' (G_d's backward takes it from there, through the reversal):
+  //! (S·γ/B)·(p − onehot(ŷ)) on a source row and (S/B)·(p − q) on a target row, q the softmax of
+  //! f' over the classes other than ŷ (q_ŷ = 0). −log(1 − p_ŷ) = logsumexp(f') −
+  //! logsumexp_{k≠ŷ}(f'): exact, no ε inside a log. The accuracy is the fraction of rows where
+  //! f' does what it is trained for: agree with ŷ on a source row, disagree on a target row.
+  domain_loss_result mdd_loss(double loss_scale, double margin) requires measures_disparity {
+    const index_t b = batch_, rows = rows_;
+    const matrix_view<value_type> z = classifier_.output();
+    const matrix_view<value_type> f = discriminator_.output();
+    const matrix_view<value_type> gradient = discriminator_.output_gradient();
+    double source = 0, target = 0;
+    index_t right = 0;
+    for (index_t c = 0; c < rows; ++c) {
+      const bool is_source = c < b;
+      const std::int32_t y = nn::argmax(&z(0, c), class_count);
+      const value_type* fc = &f(0, c);
+      value_type* dc = &gradient(0, c);
+      // logsumexp over all classes and over the classes other than ŷ, from one maximum each.
+      double all_max = double(fc[0]), rest_max = -std::numeric_limits<double>::infinity();
+      for (index_t k = 0; k < class_count; ++k) {
+        all_max = std::max(all_max, double(fc[k]));
+        if (k != y) rest_max = std::max(rest_max, double(fc[k]));
+      }
+      double all = 0, rest = 0;
+      for (index_t k = 0; k < class_count; ++k) {
+        all += std::exp(double(fc[k]) - all_max);
+        if (k != y) rest += std::exp(double(fc[k]) - rest_max);
+      }
+      const double log_all = all_max + std::log(all), log_rest = rest_max + std::log(rest);
+      const double scale = loss_scale / double(b) * (is_source ? margin : 1.0);
+      for (index_t k = 0; k < class_count; ++k) {
+        const double p = std::exp(double(fc[k]) - log_all);
+        const double other = is_source ? double(k == y)
+                             : k == y  ? 0.0
+                                       : std::exp(double(fc[k]) - log_rest);
+        dc[k] = products_type::round(value_type(scale * (p - other)));
+      }
+      if (is_source)
+        source += log_all - double(fc[y]);
+      else
+        target += log_all - log_rest;
+      right += (nn::argmax(fc, class_count) == y) == is_source;
+    }
+    return {(margin * source + target) / double(b), double(right) / double(rows)};
   }
 
   //! One pass over the parameters: each module's gradients are multiplied by its scale and
