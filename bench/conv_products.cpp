@@ -99,7 +99,10 @@ int main(int argc, char** argv) {
   };
   const double before = ceiling();
 
-  std::vector<float> patches(std::size_t(stack::patch_elements));
+  // One part per thread, as the step deals its convolutions (conv.hpp).
+  std::vector<float> patches(std::size_t(host::conv_part_elements<stack> * threads));
+  const host::conv_scratch<float> parts =
+      host::conv_scratch<float>::of<stack>(patches.data(), threads);
   const std::vector<float> x0 = values(std::size_t(conv1::in * n), 1.0f);
   const std::vector<float> w1 = values(std::size_t(conv1::weight_count), 0.2f);
   const std::vector<float> x1 = values(std::size_t(conv2::in * n), 1.0f);  // pool1's output
@@ -110,8 +113,8 @@ int main(int argc, char** argv) {
   const std::vector<float> wf2 = values(std::size_t(fc2::weight_count), 0.1f);
   std::vector<float> y1(std::size_t(conv1::out * n)), dz1 = values(y1.size(), 0.01f);
   std::vector<float> y2(std::size_t(conv2::out * n)), dz2 = values(y2.size(), 0.01f);
-  std::vector<float> dx1(x1.size()), g1(std::size_t(conv1::weight_count));
-  std::vector<float> g2(std::size_t(conv2::weight_count));
+  std::vector<float> dx1(x1.size()), g1(std::size_t(conv1::param_count));
+  std::vector<float> g2(std::size_t(conv2::param_count));
   std::vector<float> yf(std::size_t(fc1::out * n)), dzf = values(yf.size(), 0.01f);
   std::vector<float> dxf(x2.size()), gf(std::size_t(fc1::weight_count));
   std::vector<float> yf2(std::size_t(fc2::out * n)), dzf2 = values(yf2.size(), 0.01f);
@@ -132,28 +135,26 @@ int main(int argc, char** argv) {
   const std::vector<product> products = {
       {"conv1 forward [32 x 800]·[25 x 32768]", flop(32, n * conv1::pixels, conv1::patch),
        [&] {
-         host::conv_forward<conv1>(ws, w1.data(), view(x0, conv1::in), y1.data(), patches.data(),
-                                   no_finish);
+         host::conv_forward<conv1>(ws, w1.data(), view(x0, conv1::in), y1.data(), parts, no_finish);
        }},
       {"conv1 dL/dW", flop(32, n * conv1::pixels, conv1::patch),
        [&] {
-         host::conv_weight_gradient<conv1>(ws, dz1.data(), view(x0, conv1::in), g1.data(),
-                                           patches.data());
+         host::conv_weight_gradient<conv1>(ws, dz1.data(), view(x0, conv1::in), g1.data(), parts,
+                                           host::no_finish{});
        }},
       {"conv2 forward [48 x 800]·[800 x 8192]", flop(48, n * conv2::pixels, conv2::patch),
        [&] {
-         host::conv_forward<conv2>(ws, w2.data(), view(x1, conv2::in), y2.data(), patches.data(),
-                                   no_finish);
+         host::conv_forward<conv2>(ws, w2.data(), view(x1, conv2::in), y2.data(), parts, no_finish);
        }},
       {"conv2 dL/dW", flop(48, n * conv2::pixels, conv2::patch),
        [&] {
-         host::conv_weight_gradient<conv2>(ws, dz2.data(), view(x1, conv2::in), g2.data(),
-                                           patches.data());
+         host::conv_weight_gradient<conv2>(ws, dz2.data(), view(x1, conv2::in), g2.data(), parts,
+                                           host::no_finish{});
        }},
       {"conv2 dL/dx (transposed conv)", flop(48, n * conv2::pixels, conv2::patch),
        [&] {
          host::conv_input_gradient<conv2>(ws, w2.data(), dz2.data(), n, dx1.data(), 1.0f, false,
-                                          patches.data());
+                                          parts);
        }},
       {"fc 768->100 forward", flop(100, n, 768),
        [&] {

@@ -103,3 +103,31 @@ TEST_CASE("the LeNet-like network on 16x16 digits takes fp32 steps that lower it
   CHECK(std::isfinite(first.label_loss));
   CHECK(last.label_loss < 0.5 * first.label_loss);
 }
+
+TEST_CASE(
+    "a conv step whose jobs all run on its caller (a busy machine) gives the held team's bits") {
+  // The convolutions are dealt in one part per thread the step was built for (backend/host/
+  // conv.hpp); the pacer may run every part on the calling thread, and the parts' partial weight
+  // gradients are added in part order either way: the same norms, parameters and state.
+  using step_type = df::train_step<relu_conv_dann, df::loader::sync, df::precision::fp32,
+                                   df::clip::global_norm, df::head::dann<>, df::optim::sgd>;
+  const df::fit_args args{.batch = 8, .lr = 0.05f, .momentum = 0.9f, .max_grad_norm = 0.5f};
+  const auto trained = [&](const char* pacing) {
+    const df::test::environment_variable env("DAFUSE_TEAM_PACING", pacing);
+    const df::test::thread_count threads(2);
+    step_type s(args);
+    std::vector<double> out;  // the norms, then parameters and state (exactly, as doubles)
+    for (std::uint32_t k = 0; k < 3; ++k) {
+      df::test::fill_batch(s,
+                           [k](df::counter_rng& rng) { return rng.uniform<double>(0.0, 1.0 + k); });
+      out.push_back(s.run().grad_norm);
+    }
+    out.insert(out.end(), s.parameters().begin(), s.parameters().end());
+    out.insert(out.end(), s.optimizer_state().begin(), s.optimizer_state().end());
+    return out;
+  };
+  const std::vector<double> held = trained("parallel");
+  CHECK(trained("parallel") == held);
+  CHECK(trained("serial") == held);
+  CHECK(trained("adaptive") == held);
+}
