@@ -471,9 +471,6 @@ void forward_image_layer(
   static_assert(i > 0 || !is_sparse_input<Input, T>,
                 "dafuse: an image layer (nn::conv2d, nn::max_pool2d) reads dense input; "
                 "nn::sparse_input cannot wrap an nn::conv_net");
-  static_assert(!Products::rounds,
-                "dafuse: nn::conv_net runs in fp32 or fp64 on the host; use "
-                "precision::fp32 for a step with convolutions");
   const matrix_view<const T> in = [&] {
     if constexpr (i == 0)
       return matrix_view<const T>(x);

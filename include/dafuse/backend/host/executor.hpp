@@ -60,9 +60,10 @@ class executor<System, Step> {
   static constexpr bool sparse_input = Step::sparse_input;
   static constexpr index_t class_count = Step::class_count;
   static constexpr index_t feature_width = Step::feature_width;
-  static_assert(!Step::mixed || !nn::has_image_layers<typename net_type::feature_stack>,
-                "dafuse: nn::conv_net runs in fp32 or fp64 on the host; use precision::fp32 for "
-                "a step with convolutions");
+  static_assert(!Step::mixed || Step::compute_format == number_format::bf16 ||
+                    !nn::has_image_layers<typename net_type::feature_stack>,
+                "dafuse: nn::conv_net runs in fp32, fp64 or bf16 on the host; use precision::bf16 "
+                "or precision::fp32 for a step with convolutions");
 
  private:
   using Net = net_type;
@@ -734,14 +735,15 @@ class executor<System, Step> {
   const value_type* product_weights(const value_type* working) const {
     return products_read_master ? memory_.parameters().data() : working;
   }
-  // Runs round_range(first, last) over each bias of `Stack`, whose parameters start at `offset`.
+  // Runs round_range(first, last) over each bias of `Stack`, whose parameters start at `offset`
+  // (a layer's parameters after its weights: a dense layer's [out], a convolution's [C_out], none
+  // for max-pooling).
   template <class Stack, class F>
   static void round_biases(index_t offset, const F& round_range) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       ((round_range(
            offset + Stack::template param_offset<I>() + Stack::template layer<I>::weight_count,
-           offset + Stack::template param_offset<I>() + Stack::template layer<I>::weight_count +
-               Stack::template layer<I>::out)),
+           offset + Stack::template param_offset<I>() + Stack::template layer<I>::param_count)),
        ...);
     }
     (std::make_index_sequence<Stack::depth>{});
