@@ -224,7 +224,8 @@ int main(int argc, char** argv) {
   const int threads = 1;
 #endif
   cpu_clock = threads == 1;
-  const index_t big = 2048;
+  // Room for the ceiling's 2048³ and for the convolutions' chunk products.
+  const index_t big = std::max<index_t>(2048, bench::lenet::net::feature_stack::max_product_side);
   if (bf16) {
     host::mixed_products<df::number_format::bf16> ws(big, big, big);
     measure(ws, "bf16", reps, threads);

@@ -254,8 +254,9 @@ class eager_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
       reversed_gradient_ = {carve(feature_width * rows), feature_width, rows};
     }
     // One set of GEMM packing buffers for the largest product, sized as train_step sizes its own.
-    const index_t widest = std::max({feature_stack::max_width, classifier_stack::max_width,
-                                     discriminator_stack::max_width, input_width});
+    const index_t widest =
+        std::max({feature_stack::max_product_side, classifier_stack::max_product_side,
+                  discriminator_stack::max_product_side, input_width});
     gemm_ = products_type(widest, std::max(widest, rows), std::max(widest, rows));
     gemm_.reserve_partial_sums(widest * rows);  // as train_step: the same splits, the same sums
     initialize_parameters(args_.seed);

@@ -171,8 +171,9 @@ class executor<System, Step> {
     eval_classifier_ = {carve(stack_scratch<classifier_stack>::elements(chunk, false, parts)),
                         chunk, false, parts};
     // One set of GEMM packing buffers for the largest product of the step.
-    const index_t widest = std::max({feature_stack::max_width, classifier_stack::max_width,
-                                     discriminator_stack::max_width, input_width, joint_width});
+    const index_t widest =
+        std::max({feature_stack::max_product_side, classifier_stack::max_product_side,
+                  discriminator_stack::max_product_side, input_width, joint_width});
     const index_t longest = std::max(rows, chunk);
     gemm_ = products_type(widest, std::max(widest, longest), std::max(widest, longest));
     // Partial sums for the forward products that layer_split divides by W's columns: [out, rows]
