@@ -8,6 +8,7 @@
 
 #include <dafuse/core/half.hpp>
 #include <dafuse/nn/conv2d.hpp>
+#include <dafuse/nn/lenet.hpp>
 
 #include <cmath>
 #include <span>
@@ -38,15 +39,7 @@ using relu_conv = nn::conv_net<nn::image<10, 10, 1>,
 using relu_conv_dann = nn::dann_net<relu_conv, nn::linear<8, 3>, nn::mlp<8, 6, 1, nn::relu>>;
 
 // The network on the 16 × 16 JDA digits, padding 2 on both convolutions.
-using lenet = nn::conv_net<nn::image<16, 16, 1>,
-                           nn::conv2d<1, 32, 5, 1, 2>,
-                           nn::max_pool2d<2>,
-                           nn::conv2d<32, 48, 5, 1, 2>,
-                           nn::max_pool2d<2>,
-                           nn::flatten,
-                           nn::dense<768, 100, nn::relu>,
-                           nn::dense<100, 100, nn::relu>>;
-using lenet_dann = nn::dann_net<lenet, nn::linear<100, 10>, nn::mlp<100, 100, 1, nn::relu>>;
+using lenet_dann = nn::digits_lenet_dann;
 
 //! Pixels uniform in [0, 1), as images are.
 template <class Step>
