@@ -58,16 +58,8 @@ struct amazon {
 
 struct lenet {
   static constexpr const char* name = "lenet";
-  using features = df::nn::conv_net<df::nn::image<16, 16, 1>,
-                                    df::nn::conv2d<1, 32, 5, 1, 2>,
-                                    df::nn::max_pool2d<2>,
-                                    df::nn::conv2d<32, 48, 5, 1, 2>,
-                                    df::nn::max_pool2d<2>,
-                                    df::nn::flatten,
-                                    df::nn::dense<768, 100, df::nn::relu>,
-                                    df::nn::dense<100, 100, df::nn::relu>>;
-  using net =
-      df::nn::dann_net<features, df::nn::linear<100, 10>, df::nn::mlp<100, 100, 1, df::nn::relu>>;
+  using features = df::nn::digits_lenet;  // dafuse/nn/lenet.hpp
+  using net = df::nn::digits_lenet_dann;
   static constexpr df::index_t batch = 64;
 };
 

@@ -7,11 +7,14 @@
 // 2048³ product on dafuse's gemm (as dann_bench measures it), before and after the products.
 // On one thread the times are the thread's CPU time, so that a busy machine's preemptions do not
 // count (each product and the ceiling alike); on more, wall time.
-// Run: OMP_NUM_THREADS=1 build/bench/conv_products [--reps 20]
+// With --bf16 the products and the ceiling run on the bf16 kernel (mixed_products<bf16>: operands
+// rounded to bf16, fp32 sums), as a precision::bf16 step runs them.
+// Run: OMP_NUM_THREADS=1 build/bench/conv_products [--reps 20] [--bf16]
 #include "configs.hpp"
 
 #include <dafuse/backend/host/conv.hpp>
 #include <dafuse/backend/host/gemm.hpp>
+#include <dafuse/backend/host/products.hpp>
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -67,18 +70,10 @@ std::vector<float> values(std::size_t n, float scale) {
   return v;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  int reps = 20;
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], "--reps") == 0) reps = std::max(3, std::atoi(argv[i + 1]));
-#if defined(_OPENMP)
-  const int threads = omp_get_max_threads();
-#else
-  const int threads = 1;
-#endif
-  cpu_clock = threads == 1;
+//! Every product of the step on `ws` (gemm_workspace<float>: fp32; mixed_products<bf16>: bf16
+//! operands, fp32 sums), beside a 2048³ product on the same `ws`: the ceiling of that precision.
+template <class Products>
+void measure(Products& ws, const char* precision, int reps, int threads) {
   using stack = bench::lenet::net::feature_stack;
   using conv1 = stack::layer<0>;
   using conv2 = stack::layer<2>;
@@ -87,19 +82,21 @@ int main(int argc, char** argv) {
   constexpr index_t n = 2 * bench::lenet::batch;  // rows through G_f
 
   const index_t big = 2048;
-  host::gemm_workspace<float> ws(big, big, big, threads);
   const std::vector<float> a = values(std::size_t(big * big), 1.0f), b = a;
   std::vector<float> c(std::size_t(big * big));
   const auto ceiling = [&] {
     const double s = median_seconds(5, [&] {
-      host::gemm<op::none, op::none>(ws, big, big, big, 1.0f, a.data(), big, b.data(), big, 0.0f,
-                                     c.data(), big);
+      ws.template product<op::none, op::none>(big, big, big, 1.0f, a.data(), big, b.data(), big,
+                                              0.0f, c.data(), big);
     });
     return 2.0 * double(big) * double(big) * double(big) / s / 1e9;
   };
   const double before = ceiling();
 
-  std::vector<float> patches(std::size_t(stack::patch_elements));
+  // One part per thread, as the step deals its convolutions (conv.hpp).
+  std::vector<float> patches(std::size_t(host::conv_part_elements<stack> * threads));
+  const host::conv_scratch<float> parts =
+      host::conv_scratch<float>::of<stack>(patches.data(), threads);
   const std::vector<float> x0 = values(std::size_t(conv1::in * n), 1.0f);
   const std::vector<float> w1 = values(std::size_t(conv1::weight_count), 0.2f);
   const std::vector<float> x1 = values(std::size_t(conv2::in * n), 1.0f);  // pool1's output
@@ -110,8 +107,8 @@ int main(int argc, char** argv) {
   const std::vector<float> wf2 = values(std::size_t(fc2::weight_count), 0.1f);
   std::vector<float> y1(std::size_t(conv1::out * n)), dz1 = values(y1.size(), 0.01f);
   std::vector<float> y2(std::size_t(conv2::out * n)), dz2 = values(y2.size(), 0.01f);
-  std::vector<float> dx1(x1.size()), g1(std::size_t(conv1::weight_count));
-  std::vector<float> g2(std::size_t(conv2::weight_count));
+  std::vector<float> dx1(x1.size()), g1(std::size_t(conv1::param_count));
+  std::vector<float> g2(std::size_t(conv2::param_count));
   std::vector<float> yf(std::size_t(fc1::out * n)), dzf = values(yf.size(), 0.01f);
   std::vector<float> dxf(x2.size()), gf(std::size_t(fc1::weight_count));
   std::vector<float> yf2(std::size_t(fc2::out * n)), dzf2 = values(yf2.size(), 0.01f);
@@ -132,58 +129,56 @@ int main(int argc, char** argv) {
   const std::vector<product> products = {
       {"conv1 forward [32 x 800]·[25 x 32768]", flop(32, n * conv1::pixels, conv1::patch),
        [&] {
-         host::conv_forward<conv1>(ws, w1.data(), view(x0, conv1::in), y1.data(), patches.data(),
-                                   no_finish);
+         host::conv_forward<conv1>(ws, w1.data(), view(x0, conv1::in), y1.data(), parts, no_finish);
        }},
       {"conv1 dL/dW", flop(32, n * conv1::pixels, conv1::patch),
        [&] {
-         host::conv_weight_gradient<conv1>(ws, dz1.data(), view(x0, conv1::in), g1.data(),
-                                           patches.data());
+         host::conv_weight_gradient<conv1>(ws, dz1.data(), view(x0, conv1::in), g1.data(), parts,
+                                           host::no_finish{});
        }},
       {"conv2 forward [48 x 800]·[800 x 8192]", flop(48, n * conv2::pixels, conv2::patch),
        [&] {
-         host::conv_forward<conv2>(ws, w2.data(), view(x1, conv2::in), y2.data(), patches.data(),
-                                   no_finish);
+         host::conv_forward<conv2>(ws, w2.data(), view(x1, conv2::in), y2.data(), parts, no_finish);
        }},
       {"conv2 dL/dW", flop(48, n * conv2::pixels, conv2::patch),
        [&] {
-         host::conv_weight_gradient<conv2>(ws, dz2.data(), view(x1, conv2::in), g2.data(),
-                                           patches.data());
+         host::conv_weight_gradient<conv2>(ws, dz2.data(), view(x1, conv2::in), g2.data(), parts,
+                                           host::no_finish{});
        }},
       {"conv2 dL/dx (transposed conv)", flop(48, n * conv2::pixels, conv2::patch),
        [&] {
          host::conv_input_gradient<conv2>(ws, w2.data(), dz2.data(), n, dx1.data(), 1.0f, false,
-                                          patches.data());
+                                          parts);
        }},
       {"fc 768->100 forward", flop(100, n, 768),
        [&] {
-         ws.product<op::none, op::none>(100, n, 768, 1.0f, wf1.data(), 100, x2.data(), 768, 0.0f,
-                                        yf.data(), 100);
+         ws.template product<op::none, op::none>(100, n, 768, 1.0f, wf1.data(), 100, x2.data(), 768,
+                                                 0.0f, yf.data(), 100);
        }},
       {"fc 768->100 dL/dW", flop(100, n, 768),
        [&] {
-         ws.product<op::none, op::transpose>(100, 768, n, 1.0f, dzf.data(), 100, x2.data(), 768,
-                                             0.0f, gf.data(), 100);
+         ws.template product<op::none, op::transpose>(100, 768, n, 1.0f, dzf.data(), 100, x2.data(),
+                                                      768, 0.0f, gf.data(), 100);
        }},
       {"fc 768->100 dL/dx", flop(100, n, 768),
        [&] {
-         ws.product<op::transpose, op::none>(768, n, 100, 1.0f, wf1.data(), 100, dzf.data(), 100,
-                                             0.0f, dxf.data(), 768);
+         ws.template product<op::transpose, op::none>(768, n, 100, 1.0f, wf1.data(), 100,
+                                                      dzf.data(), 100, 0.0f, dxf.data(), 768);
        }},
       {"fc 100->100 forward", flop(100, n, 100),
        [&] {
-         ws.product<op::none, op::none>(100, n, 100, 1.0f, wf2.data(), 100, x3.data(), 100, 0.0f,
-                                        yf2.data(), 100);
+         ws.template product<op::none, op::none>(100, n, 100, 1.0f, wf2.data(), 100, x3.data(), 100,
+                                                 0.0f, yf2.data(), 100);
        }},
       {"fc 100->100 dL/dW", flop(100, n, 100),
        [&] {
-         ws.product<op::none, op::transpose>(100, 100, n, 1.0f, dzf2.data(), 100, x3.data(), 100,
-                                             0.0f, gf2.data(), 100);
+         ws.template product<op::none, op::transpose>(100, 100, n, 1.0f, dzf2.data(), 100,
+                                                      x3.data(), 100, 0.0f, gf2.data(), 100);
        }},
       {"fc 100->100 dL/dx", flop(100, n, 100),
        [&] {
-         ws.product<op::transpose, op::none>(100, n, 100, 1.0f, wf2.data(), 100, dzf2.data(), 100,
-                                             0.0f, dxf2.data(), 100);
+         ws.template product<op::transpose, op::none>(100, n, 100, 1.0f, wf2.data(), 100,
+                                                      dzf2.data(), 100, 0.0f, dxf2.data(), 100);
        }},
   };
   std::vector<double> seconds;
@@ -192,10 +187,10 @@ int main(int argc, char** argv) {
   const double ceil = std::max(before, after);
 
   std::printf(
-      "lenet step products, %d thread(s) (%s), B = %ld + %ld; 2048^3 ceiling (dafuse's gemm): "
-      "%.1f GFLOP/s before, %.1f after (the larger is used)\n",
-      threads, cpu_clock ? "thread CPU time" : "wall time", long(bench::lenet::batch),
-      long(bench::lenet::batch), before, after);
+      "lenet step products in %s, %d thread(s) (%s), B = %ld + %ld; 2048^3 ceiling (dafuse's "
+      "%s products): %.1f GFLOP/s before, %.1f after (the larger is used)\n",
+      precision, threads, cpu_clock ? "thread CPU time" : "wall time", long(bench::lenet::batch),
+      long(bench::lenet::batch), precision, before, after);
   std::printf(
       "| product | MFLOP | median ms | GFLOP/s | %% of ceiling |\n| --- | --- | --- | --- | "
       "--- |\n");
@@ -211,4 +206,31 @@ int main(int argc, char** argv) {
               total_mflop / 1e3 / total_s, 100 * total_mflop / 1e3 / total_s / ceil);
   std::printf("(checksums %.4g %.4g %.4g %.4g)\n", double(y2[7]), double(g2[3]), double(dx1[5]),
               double(c[1]));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 20;
+  bool bf16 = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--bf16") == 0) bf16 = true;
+    if (i + 1 < argc && std::strcmp(argv[i], "--reps") == 0)
+      reps = std::max(3, std::atoi(argv[i + 1]));
+  }
+#if defined(_OPENMP)
+  const int threads = omp_get_max_threads();
+#else
+  const int threads = 1;
+#endif
+  cpu_clock = threads == 1;
+  // Room for the ceiling's 2048³ and for the convolutions' chunk products.
+  const index_t big = std::max<index_t>(2048, bench::lenet::net::feature_stack::max_product_side);
+  if (bf16) {
+    host::mixed_products<df::number_format::bf16> ws(big, big, big);
+    measure(ws, "bf16", reps, threads);
+  } else {
+    host::gemm_workspace<float> ws(big, big, big, threads);
+    measure(ws, "fp32", reps, threads);
+  }
 }

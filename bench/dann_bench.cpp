@@ -248,7 +248,7 @@ void dense_config(std::vector<result>& out, long steps, int threads) {
   for (std::size_t i = first; i < out.size(); ++i) out[i].nearby_ceiling = nearby;
 }
 
-// A convolutional configuration: fp32 only (conv_net refuses bf16/fp16 steps).
+// A convolutional configuration: fp32 and bf16 (conv_net refuses fp16 steps).
 template <class Cfg>
 void conv_config(std::vector<result>& out, long steps, int threads) {
   const std::size_t first = out.size();
@@ -267,6 +267,10 @@ void conv_config(std::vector<result>& out, long steps, int threads) {
   out.push_back(
       with_loader<fused<Cfg, df::precision::fp32, df::clip::none, df::loader::resident>, Cfg>(
           "fused fp32, resident loader", source, target, flops, steps));
+  out.push_back(
+      step_only<fused<Cfg, df::precision::bf16>, Cfg>("fused bf16", source, target, flops, steps));
+  out.push_back(step_only<fused<Cfg, df::precision::bf16, clip>, Cfg>("fused bf16 + clip", source,
+                                                                      target, flops, steps));
   const double after = dafuse_gemm_gflops(2048, threads);
   std::printf(
       "%s: 2-thread ceiling (dafuse's gemm, 2048^3) %.1f GFLOP/s before its executions, "

@@ -24,17 +24,8 @@
 namespace df = dafuse;
 namespace nn = df::nn;
 
-using lenet = nn::conv_net<nn::image<16, 16, 1>,
-                           nn::conv2d<1, 32, 5, 1, 2>,   // 16×16×32
-                           nn::max_pool2d<2>,            // 8×8×32
-                           nn::conv2d<32, 48, 5, 1, 2>,  // 8×8×48
-                           nn::max_pool2d<2>,            // 4×4×48
-                           nn::flatten,                  // 768
-                           nn::dense<768, 100, nn::relu>,
-                           nn::dense<100, 100, nn::relu>>;
-using net = nn::dann_net<lenet,                            // G_f
-                         nn::linear<100, 10>,              // G_y
-                         nn::mlp<100, 100, 1, nn::relu>>;  // G_d
+// G_f, G_y and G_d as above: nn::digits_lenet_dann (dafuse/nn/lenet.hpp, which spells it out).
+using net = nn::digits_lenet_dann;
 template <class Head>
 using step_with = df::train_step<net,
                                  df::loader::resident,

@@ -6,18 +6,12 @@
 #include "registry.hpp"
 #include "run.hpp"
 
+#include <dafuse/nn/lenet.hpp>
+
 namespace dafuse_train {
 namespace {
 namespace nn = df::nn;
-using lenet = nn::conv_net<nn::image<16, 16, 1>,
-                           nn::conv2d<1, 32, 5, 1, 2>,
-                           nn::max_pool2d<2>,
-                           nn::conv2d<32, 48, 5, 1, 2>,
-                           nn::max_pool2d<2>,
-                           nn::flatten,
-                           nn::dense<768, 100, nn::relu>,
-                           nn::dense<100, 100, nn::relu>>;
-using net = nn::dann_net<lenet, nn::linear<100, 10>, nn::mlp<100, 100, 1, nn::relu>>;
+using net = nn::digits_lenet_dann;  // dafuse/nn/lenet.hpp
 template <class Head>
 using step = df::train_step<net,
                             df::loader::resident,

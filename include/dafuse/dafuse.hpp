@@ -39,6 +39,7 @@
 #include <dafuse/nn/dense.hpp>
 #include <dafuse/nn/grad_reversal.hpp>
 #include <dafuse/nn/init.hpp>
+#include <dafuse/nn/lenet.hpp>
 #include <dafuse/nn/loss.hpp>
 #include <dafuse/policy/arguments.hpp>
 #include <dafuse/policy/clip.hpp>

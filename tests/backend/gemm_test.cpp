@@ -449,6 +449,56 @@ TEST_CASE("a split product gives the same C and finisher sum on a held team") {
   }
 }
 
+TEST_CASE_TEMPLATE("product_on runs whole products side by side, each on one thread's buffers",
+                   T,
+                   float,
+                   double) {
+  // Two threads each run their own products at once (conv.hpp's parts), every product on the
+  // calling thread with the buffers of the thread it names: the bits of the same product on a
+  // one-thread workspace, β and the finisher included; a thread the workspace lacks is refused.
+  constexpr index_t m = 48, n = 500, k = 300;
+  const matrix<T> a(m, k, 0, 3), b(k, n, 0, 4), b2(k, n, 0, 5);
+  host::gemm_workspace<T> one(m, n, k, 1), two(m, n, k, 2);
+  const auto sum_of = [](T* blk, index_t rows, index_t cols, index_t ld) {
+    double s = 0;
+    for (index_t j = 0; j < cols; ++j)
+      for (index_t i = 0; i < rows; ++i) s += double(blk[i + j * ld]);
+    return s;
+  };
+  const std::vector<T> start(std::size_t(m * n), T(0.5));
+  std::vector<T> ref0 = start, ref1 = start;
+  const double sum0 = host::gemm<op::none, op::none>(one, m, n, k, T(1), a.v.data(), m, b.v.data(),
+                                                     k, T(0.25), ref0.data(), m, sum_of);
+  const double sum1 = host::gemm<op::none, op::transpose>(
+      one, m, n, k, T(-1), a.v.data(), m, b2.v.data(), n, T(0), ref1.data(), m, sum_of);
+  std::vector<T> c0 = start, c1 = start;
+  double got[2] = {0, 0};
+  const auto run_part = [&](int p) {
+    if (p == 0)
+      got[0] = two.template product_on<op::none, op::none>(
+          0, m, n, k, T(1), a.v.data(), m, b.v.data(), k, T(0.25), c0.data(), m, sum_of);
+    else
+      got[1] = two.template product_on<op::none, op::transpose>(
+          1, m, n, k, T(-1), a.v.data(), m, b2.v.data(), n, T(0), c1.data(), m, sum_of);
+  };
+#if defined(_OPENMP)
+  // Each product on the thread that runs it; a one-thread region runs both, in turn.
+#pragma omp parallel num_threads(2)
+  for (int p = omp_get_thread_num(); p < 2; p += omp_get_num_threads()) run_part(p);
+#else
+  for (int p = 0; p < 2; ++p) run_part(p);
+#endif
+  CHECK(c0 == ref0);
+  CHECK(c1 == ref1);
+  CHECK(got[0] == sum0);
+  CHECK(got[1] == sum1);
+  const std::string refused = dafuse::test::error_message([&] {
+    two.template product_on<op::none, op::none>(2, m, n, k, T(1), a.v.data(), m, b.v.data(), k,
+                                                T(0), c0.data(), m);
+  });
+  CHECK(refused.find("one of the workspace's 2") != std::string::npos);
+}
+
 TEST_CASE("gemm refuses a split it has no room or threads for") {
   constexpr index_t m = 64, n = 32, k = 256;
   const matrix<float> a(m, k, 0, 1), b(k, n, 0, 2);

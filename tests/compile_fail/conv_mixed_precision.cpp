@@ -1,9 +1,10 @@
-// Convolutions run in fp32 or fp64: a bf16 step with an nn::conv_net is refused with a sentence.
-// expect: dafuse: nn::conv_net runs in fp32 or fp64 on the host
+// Convolutions run in fp32, fp64 or bf16: an fp16 step with an nn::conv_net is refused with a
+// sentence.
+// expect: dafuse: nn::conv_net runs in fp32, fp64 or bf16 on the host
 #include <dafuse/nn/conv2d.hpp>
 #include "common.hpp"
 #ifdef DAFUSE_COMPILE_FAIL
-using precision = df::precision::bf16;
+using precision = df::precision::fp16<df::loss_scale::dynamic>;
 #else
 using precision = df::precision::fp32;
 #endif

@@ -7,6 +7,7 @@
 #include <dafuse/core/rng.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/nn/init.hpp>
+#include <dafuse/nn/lenet.hpp>
 
 #include <cmath>
 #include <type_traits>
@@ -18,14 +19,7 @@ namespace nn = dafuse::nn;
 using dafuse::index_t;
 
 // The DANN paper's LeNet-like extractor on the 16 × 16 JDA digits, padding 2 ("same").
-using lenet = nn::conv_net<nn::image<16, 16, 1>,
-                           nn::conv2d<1, 32, 5, 1, 2>,
-                           nn::max_pool2d<2>,
-                           nn::conv2d<32, 48, 5, 1, 2>,
-                           nn::max_pool2d<2>,
-                           nn::flatten,
-                           nn::dense<768, 100, nn::relu>,
-                           nn::dense<100, 100, nn::relu>>;
+using lenet = nn::digits_lenet;
 // Stride, padding 0, an odd size the pool floors, three channels, and flatten last.
 using strided = nn::conv_net<nn::image<9, 11, 3>,
                              nn::conv2d<3, 4, 3, 2, 1, nn::tanh>,
@@ -36,43 +30,6 @@ template <class Stack, std::size_t I>
 using activation_of = std::remove_cvref_t<decltype(Stack::template layer<I>::act)>;
 
 }  // namespace
-
-TEST_CASE("conv_net resolves the LeNet shapes: 16x16x1, 16x16x32, 8x8x32, 8x8x48, 4x4x48, 768") {
-  using s = lenet::stack<true>;
-  static_assert(s::depth == 6);  // flatten is a view, not a layer
-  using c1 = s::layer<0>;
-  using p1 = s::layer<1>;
-  using c2 = s::layer<2>;
-  using p2 = s::layer<3>;
-  CHECK(nn::kind_of<c1>() == nn::layer_kind::conv2d);
-  CHECK(nn::kind_of<p1>() == nn::layer_kind::max_pool2d);
-  CHECK(nn::kind_of<s::layer<4>>() == nn::layer_kind::dense);
-  CHECK(lenet::in == 256);
-  CHECK(c1::out_height == 16);
-  CHECK(c1::out_width == 16);
-  CHECK(c1::out == 16 * 16 * 32);
-  CHECK(c1::patch == 25);
-  CHECK(p1::out == 8 * 8 * 32);
-  CHECK(c2::in == 8 * 8 * 32);
-  CHECK(c2::patch == 800);
-  CHECK(c2::out == 8 * 8 * 48);
-  CHECK(p2::out == 768);
-  CHECK(lenet::out == 100);
-  // Parameters: 32·25 + 32, 48·800 + 48, 768·100 + 100, 100·100 + 100.
-  CHECK(c1::param_count == 832);
-  CHECK(c2::param_count == 38448);
-  CHECK(p1::param_count == 0);
-  CHECK(s::param_count == 832 + 38448 + 76900 + 10100);
-  CHECK(s::param_offset<2>() == 832);
-  CHECK(s::param_offset<4>() == 832 + 38448);
-  // Scratch: each pool keeps one argmax a output; the patch matrix is the larger convolution's.
-  CHECK(s::index_count == 8 * 8 * 32 + 768);
-  CHECK(s::index_offset<3>() == 8 * 8 * 32);
-  CHECK(c2::chunk_samples == (1 << 18) / (800 * 64));
-  CHECK(s::patch_elements == std::max(c1::patch_elements, c2::patch_elements));
-  CHECK(nn::has_image_layers<s>);
-  CHECK(!nn::has_image_layers<nn::mlp<4, 3, nn::relu>::stack<true>>);
-}
 
 TEST_CASE("conv_net floors strided and pooled sizes as PyTorch does and keeps the activations") {
   using s = strided::stack<true>;
@@ -88,14 +45,6 @@ TEST_CASE("conv_net floors strided and pooled sizes as PyTorch does and keeps th
   CHECK(std::is_same_v<activation_of<lenet::stack<false>, 5>, nn::identity_t>);
   CHECK(std::is_same_v<activation_of<lenet::stack<false>, 4>, nn::relu_t>);
   CHECK(std::is_same_v<activation_of<lenet::stack<true>, 5>, nn::relu_t>);
-}
-
-TEST_CASE("a conv_net is a dann_net feature extractor") {
-  using net = nn::dann_net<lenet, nn::linear<100, 10>, nn::mlp<100, 100, 1, nn::relu>>;
-  CHECK(net::input_width == 256);
-  CHECK(net::feature_width == 100);
-  CHECK(net::classifier_offset % 16 == 0);
-  CHECK(net::classifier_offset >= lenet::stack<true>::param_count);
 }
 
 TEST_CASE("initialize draws a conv2d's weights from its fan-in K*K*C_in and zeroes its bias") {

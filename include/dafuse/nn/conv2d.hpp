@@ -147,6 +147,18 @@ struct conv2d_layer {
   //! The workspace this layer asks of its stack.
   static constexpr index_t patch_elements =
       std::max(forward_patch_elements, input_gradient_elements);
+  //! The longest side of a product the layer runs (a chunk's output pixels: the forward's
+  //! columns and ∂L/∂W's terms; the transposed input gradient's columns; a window's values), for
+  //! the products' workspace.
+  static constexpr index_t product_side = [] {
+    index_t side = std::max({patch, chunk_samples * pixels, kernel * kernel * out_channels});
+    if constexpr (transposed_input_gradient) {
+      constexpr index_t t_patch = kernel * kernel * out_channels, t_pixels = H * W;
+      side = std::max(side,
+                      std::max<index_t>(1, (index_t(1) << 18) / (t_patch * t_pixels)) * t_pixels);
+    }
+    return side;
+  }();
   static constexpr index_t index_count = 0;  //!< no argmax indices
 };
 

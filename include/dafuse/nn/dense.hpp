@@ -55,6 +55,13 @@ struct dense {
 //! Values of scratch a layer asks of its stack besides its outputs (nn/conv2d.hpp's image layers:
 //! a patch matrix, shared by the stack's layers; argmax indices, per sample): none for others.
 template <class L>
+constexpr index_t product_side_of() {
+  if constexpr (requires { L::product_side; })
+    return L::product_side;
+  else
+    return 0;
+}
+template <class L>
 constexpr index_t patch_elements_of() {
   if constexpr (requires { L::patch_elements; })
     return L::patch_elements;
@@ -80,7 +87,10 @@ struct layer_stack {
   static constexpr index_t out = layer<depth - 1>::out;                //!< output width
   static constexpr index_t param_count = (Layers::param_count + ...);  //!< all parameters
   static constexpr index_t max_width = std::max({Layers::out...});     //!< widest layer output
-  static constexpr index_t activation_count = (Layers::out + ...);     //!< outputs per sample
+  //! The longest side of any product the stack runs: max_width, or a convolution's longer chunk
+  //! products (nn/conv2d.hpp), which its products' workspace must hold.
+  static constexpr index_t max_product_side = std::max({max_width, product_side_of<Layers>()...});
+  static constexpr index_t activation_count = (Layers::out + ...);  //!< outputs per sample
   //! Values of the patch matrix the stack's convolutions share (nn/conv2d.hpp); 0 without.
   static constexpr index_t patch_elements = std::max({patch_elements_of<Layers>()...});
   //! Argmax indices a sample (max-pooling layers, nn/conv2d.hpp); 0 without.

@@ -117,7 +117,7 @@ struct eager_stack_buffers {
   std::array<matrix_view<T>, Stack::depth> output_gradients;   //!< δa_l
   std::array<matrix_view<T>, Stack::depth> product_gradients;  //!< δz_l
   std::array<T*, Stack::depth> indices{};  //!< a max-pooling's argmax: [out_l, cols], else null
-  T* patches = nullptr;                    //!< the convolutions' im2col chunk (host/conv.hpp)
+  backend::host::conv_scratch<T> conv;     //!< the convolutions' im2col chunk (host/conv.hpp)
   index_t cols = 0;                        //!< samples
 
   //! Whether layer I has no activation (its a is its z, its δz its δa).
@@ -128,7 +128,7 @@ struct eager_stack_buffers {
   static constexpr index_t elements(index_t cols) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       return ((Stack::template layer<I>::out * (is_identity<I> ? 2 : 4)) + ...) * cols +
-             Stack::index_count * cols + Stack::patch_elements;
+             Stack::index_count * cols + backend::host::conv_part_elements<Stack>;
     }
     (std::make_index_sequence<Stack::depth>{});
   }
@@ -155,7 +155,10 @@ struct eager_stack_buffers {
                          ? block + Stack::template index_offset<I>() * cols
                          : nullptr),
        ...);
-      if constexpr (Stack::patch_elements > 0) patches = block + Stack::index_count * cols;
+      // One part: each convolution's products split among the threads as gemm splits them.
+      if constexpr (Stack::patch_elements > 0)
+        conv = backend::host::conv_scratch<T>::template of<Stack>(block + Stack::index_count * cols,
+                                                                  1);
     }
     (std::make_index_sequence<Stack::depth>{});
   }
@@ -251,8 +254,9 @@ class eager_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
       reversed_gradient_ = {carve(feature_width * rows), feature_width, rows};
     }
     // One set of GEMM packing buffers for the largest product, sized as train_step sizes its own.
-    const index_t widest = std::max({feature_stack::max_width, classifier_stack::max_width,
-                                     discriminator_stack::max_width, input_width});
+    const index_t widest =
+        std::max({feature_stack::max_product_side, classifier_stack::max_product_side,
+                  discriminator_stack::max_product_side, input_width});
     gemm_ = products_type(widest, std::max(widest, rows), std::max(widest, rows));
     gemm_.reserve_partial_sums(widest * rows);  // as train_step: the same splits, the same sums
     initialize_parameters(args_.seed);
@@ -426,7 +430,7 @@ class eager_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
             } else if constexpr (kind == nn::layer_kind::conv2d) {
               // z = W·X̂ (im2col, then the product, chunk by chunk of samples), z += b by channel
               backend::host::conv_forward<layer>(gemm_, w, layer_input<Stack, I>(x, s),
-                                                 s.products[I].data, s.patches,
+                                                 s.products[I].data, s.conv,
                                                  [](T*) { return backend::host::no_finish{}; });
               matrix_map(s.products[I].data, layer::out_channels, layer::pixels * s.cols)
                   .colwise() += const_vector_map(w + layer::weight_count, layer::out_channels);
@@ -488,12 +492,10 @@ class eager_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
               } else {
                 // ∂L/∂W = δZ·X̂ᵀ, ∂L/∂b = Σ δz by channel, δx = col2im(Wᵀ·δZ)
                 backend::host::conv_weight_gradient<layer>(gemm_, dz, layer_input<Stack, l>(x, s),
-                                                           gw, s.patches);
-                vector_map(gw + layer::weight_count, layer::out_channels).noalias() =
-                    const_matrix_map(dz, layer::out_channels, layer::pixels * n).rowwise().sum();
+                                                           gw, s.conv, backend::host::no_finish{});
                 if (dx.data != nullptr)
                   backend::host::conv_input_gradient<layer>(gemm_, w, dz, n, dx.data, T(1), false,
-                                                            s.patches);
+                                                            s.conv);
               }
             } else {
               // ∂L/∂W = δz·xᵀ: [out, n]·[n, in]

@@ -62,24 +62,27 @@ const_matrix_map<T> map(matrix_view<const T> v) {
 
 //! The per-layer outputs and output gradients of one stack for a batch of `cols` samples,
 //! carved from a block of `elements(cols)` values that the step owns; for a stack with image
-//! layers (nn/conv2d.hpp) also each max-pooling's argmax indices and the convolutions' patch
-//! matrix.
+//! layers (nn/conv2d.hpp) also each max-pooling's argmax indices and, for each of `parts` parts
+//! (conv.hpp: the threads the step's products were sized for), a patch matrix and a partial
+//! weight gradient.
 template <class Stack, class T>
 struct stack_scratch {
   std::array<matrix_view<T>, Stack::depth> outputs;    //!< y_l: [out_l, cols]
   std::array<matrix_view<T>, Stack::depth> gradients;  //!< δy_l, then δz_l in place
   std::array<T*, Stack::depth> indices{};  //!< max-pooling l's argmax: [out_l, cols], else null
-  T* patches = nullptr;                    //!< [Stack::patch_elements]: one chunk's im2col
+  conv_scratch<T> conv;                    //!< the convolutions' parts (conv.hpp)
   index_t cols = 0;                        //!< samples
 
-  //! Values needed for `cols` samples; without gradients for inference-only scratch.
-  static constexpr index_t elements(index_t cols, bool with_gradients = true) {
+  //! Values needed for `cols` samples and `parts` convolution parts; without gradients for
+  //! inference-only scratch.
+  static constexpr index_t elements(index_t cols, bool with_gradients = true, int parts = 1) {
     return (Stack::activation_count * (with_gradients ? 2 : 1) + Stack::index_count) * cols +
-           Stack::patch_elements;
+           conv_part_elements<Stack> * std::max(parts, 1);
   }
 
   stack_scratch() = default;
-  stack_scratch(T* block, index_t columns, bool with_gradients = true) : cols(columns) {
+  stack_scratch(T* block, index_t columns, bool with_gradients = true, int parts = 1)
+      : cols(columns) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       ((outputs[I] = {block + Stack::template activation_offset<I>() * cols,
                       Stack::template layer<I>::out, cols}),
@@ -95,7 +98,9 @@ struct stack_scratch {
                          ? after + Stack::template index_offset<I>() * cols
                          : nullptr),
        ...);
-      if constexpr (Stack::patch_elements > 0) patches = after + Stack::index_count * cols;
+      if constexpr (Stack::patch_elements > 0)
+        conv = conv_scratch<T>::template of<Stack>(after + Stack::index_count * cols,
+                                                   std::max(parts, 1));
     }
     (std::make_index_sequence<Stack::depth>{});
   }
@@ -430,20 +435,17 @@ void backward_image_layer(const T* w,
       else
         return matrix_view<const T>(s.outputs[l - 1]);
     }();
-    conv_weight_gradient<layer>(ws, dz, in, gw, s.patches);
-    // ∂L/∂b = Σ over samples and pixels of δz viewed as [C_out, n·pixels].
-    row_sums(matrix_map<T>(const_cast<T*>(dz), layer::out_channels, n * layer::pixels),
-             gw + layer::weight_count);
-    // W then b: one [C_out, P + 1] block.
-    norm_sq +=
-        finish_gradient<Products>{}(gw, layer::out_channels, layer::patch + 1, layer::out_channels);
+    // ∂L/∂W, and ∂L/∂b = Σ over samples and pixels of δz viewed as [C_out, n·pixels]: W then b
+    // as one [C_out, P + 1] block for the norm.
+    norm_sq += conv_weight_gradient<layer>(ws, dz, in, gw, s.conv, finish_gradient<Products>{});
     if constexpr (l > 0) {
       using below = typename Stack::template layer<l - 1>;
       T* dy = s.gradients[l - 1].data;
-      conv_input_gradient<layer>(ws, w, dz, n, dy, T(1), false, s.patches);
-      multiply_by_derivative<below, Products>(dy, s.outputs[l - 1].data, below::out, n, below::out);
+      conv_input_gradient<layer>(
+          ws, w, dz, n, dy, T(1), false, s.conv,
+          finish_output_gradient<below, Products, T>{dy, s.outputs[l - 1].data});
     } else if (input_gradient.data != nullptr) {
-      conv_input_gradient<layer>(ws, w, dz, n, input_gradient.data, alpha, accumulate, s.patches);
+      conv_input_gradient<layer>(ws, w, dz, n, input_gradient.data, alpha, accumulate, s.conv);
     }
   } else {  // max-pooling: no parameters
     if constexpr (l > 0) {
@@ -469,9 +471,6 @@ void forward_image_layer(
   static_assert(i > 0 || !is_sparse_input<Input, T>,
                 "dafuse: an image layer (nn::conv2d, nn::max_pool2d) reads dense input; "
                 "nn::sparse_input cannot wrap an nn::conv_net");
-  static_assert(!Products::rounds,
-                "dafuse: nn::conv_net runs in fp32 or fp64 on the host; use "
-                "precision::fp32 for a step with convolutions");
   const matrix_view<const T> in = [&] {
     if constexpr (i == 0)
       return matrix_view<const T>(x);
@@ -481,7 +480,7 @@ void forward_image_layer(
   if constexpr (nn::kind_of<layer>() == nn::layer_kind::conv2d)
     // y = f(W·X̂ + b) a chunk of samples at a time (conv.hpp), b and f applied to each
     // finished block.
-    conv_forward<layer>(ws, w, in, y, s.patches, [b](T* c) {
+    conv_forward<layer>(ws, w, in, y, s.conv, [b](T* c) {
       return finish_forward<layer, Products, T>{c, b};
     });
   else

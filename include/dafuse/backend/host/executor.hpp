@@ -61,9 +61,10 @@ class executor<System, Step> {
   static constexpr bool sparse_input = Step::sparse_input;
   static constexpr index_t class_count = Step::class_count;
   static constexpr index_t feature_width = Step::feature_width;
-  static_assert(!Step::mixed || !nn::has_image_layers<typename net_type::feature_stack>,
-                "dafuse: nn::conv_net runs in fp32 or fp64 on the host; use precision::fp32 for "
-                "a step with convolutions");
+  static_assert(!Step::mixed || Step::compute_format == number_format::bf16 ||
+                    !nn::has_image_layers<typename net_type::feature_stack>,
+                "dafuse: nn::conv_net runs in fp32, fp64 or bf16 on the host; use precision::bf16 "
+                "or precision::fp32 for a step with convolutions");
 
  private:
   using Net = net_type;
@@ -128,24 +129,30 @@ class executor<System, Step> {
     const index_t mmd_values = measures_discrepancy ? rows * rows : 0;
     // MCC: the target rows' softmax Ŷ [classes, B], their weights [B], and two per-class values.
     const index_t mcc_values = confuses_classes ? class_count * b + b + 2 * class_count : 0;
+    // A conv_net's convolutions run one part per thread of the products' workspace (conv.hpp).
+    const int parts = host::available_threads();
     workspace_ = buffer<value_type, System>(
-        stack_scratch<feature_stack>::elements(rows) +
-        stack_scratch<classifier_stack>::elements(classified) +
-        (trains_discriminator ? stack_scratch<discriminator_stack>::elements(rows) : 0) +
+        stack_scratch<feature_stack>::elements(rows, true, parts) +
+        stack_scratch<classifier_stack>::elements(classified, true, parts) +
+        (trains_discriminator ? stack_scratch<discriminator_stack>::elements(rows, true, parts)
+                              : 0) +
         joint_values + coral_values + mmd_values + mcc_values +
         (sparse_input ? 0 : input_width * chunk) +
-        stack_scratch<feature_stack>::elements(chunk, false) +
-        stack_scratch<classifier_stack>::elements(chunk, false));
+        stack_scratch<feature_stack>::elements(chunk, false, parts) +
+        stack_scratch<classifier_stack>::elements(chunk, false, parts));
     value_type* cursor = workspace_.data();
     auto carve = [&](index_t n) {
       value_type* p = cursor;
       cursor += n;
       return p;
     };
-    features_ = {carve(stack_scratch<feature_stack>::elements(rows)), rows};
-    classifier_ = {carve(stack_scratch<classifier_stack>::elements(classified)), classified};
+    features_ = {carve(stack_scratch<feature_stack>::elements(rows, true, parts)), rows, true,
+                 parts};
+    classifier_ = {carve(stack_scratch<classifier_stack>::elements(classified, true, parts)),
+                   classified, true, parts};
     if constexpr (trains_discriminator)
-      discriminator_ = {carve(stack_scratch<discriminator_stack>::elements(rows)), rows};
+      discriminator_ = {carve(stack_scratch<discriminator_stack>::elements(rows, true, parts)),
+                        rows, true, parts};
     if constexpr (reads_joint) {
       probabilities_ = {carve(class_count * rows), class_count, rows};
       joint_ = {carve(joint_width * rows), joint_width, rows};
@@ -163,12 +170,14 @@ class executor<System, Step> {
       class_terms_ = {carve(2 * class_count), class_count, 2};
     }
     eval_input_ = {carve(sparse_input ? 0 : input_width * chunk), input_width, chunk};
-    eval_features_ = {carve(stack_scratch<feature_stack>::elements(chunk, false)), chunk, false};
-    eval_classifier_ = {carve(stack_scratch<classifier_stack>::elements(chunk, false)), chunk,
-                        false};
+    eval_features_ = {carve(stack_scratch<feature_stack>::elements(chunk, false, parts)), chunk,
+                      false, parts};
+    eval_classifier_ = {carve(stack_scratch<classifier_stack>::elements(chunk, false, parts)),
+                        chunk, false, parts};
     // One set of GEMM packing buffers for the largest product of the step.
-    const index_t widest = std::max({feature_stack::max_width, classifier_stack::max_width,
-                                     discriminator_stack::max_width, input_width, joint_width});
+    const index_t widest =
+        std::max({feature_stack::max_product_side, classifier_stack::max_product_side,
+                  discriminator_stack::max_product_side, input_width, joint_width});
     const index_t longest = std::max(rows, chunk);
     gemm_ = products_type(widest, std::max(widest, longest), std::max(widest, longest));
     // Partial sums for the forward products that layer_split divides by W's columns: [out, rows]
@@ -179,8 +188,9 @@ class executor<System, Step> {
     add_weight_blocks<classifier_stack>(Net::classifier_offset, classifier_backward_rows_, next);
     add_weight_blocks<discriminator_stack>(Net::discriminator_offset, rows, next);
     holds_team_ = std::is_same_v<System, system::omp> &&
-                  std::any_of(weight_blocks_.begin(), weight_blocks_.end(),
-                              [](const auto& w) { return w.split.threads > 1; });
+                  ((nn::has_image_layers<feature_stack> && parts > 1) ||
+                   std::any_of(weight_blocks_.begin(), weight_blocks_.end(),
+                               [](const auto& w) { return w.split.threads > 1; }));
   }
 
   //! Draws fresh parameters from `seed` (nn::initialize_parameters) and zeroes the optimizer
@@ -779,14 +789,15 @@ class executor<System, Step> {
   const value_type* product_weights(const value_type* working) const {
     return products_read_master ? memory_.parameters().data() : working;
   }
-  // Runs round_range(first, last) over each bias of `Stack`, whose parameters start at `offset`.
+  // Runs round_range(first, last) over each bias of `Stack`, whose parameters start at `offset`
+  // (a layer's parameters after its weights: a dense layer's [out], a convolution's [C_out], none
+  // for max-pooling).
   template <class Stack, class F>
   static void round_biases(index_t offset, const F& round_range) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       ((round_range(
            offset + Stack::template param_offset<I>() + Stack::template layer<I>::weight_count,
-           offset + Stack::template param_offset<I>() + Stack::template layer<I>::weight_count +
-               Stack::template layer<I>::out)),
+           offset + Stack::template param_offset<I>() + Stack::template layer<I>::param_count)),
        ...);
     }
     (std::make_index_sequence<Stack::depth>{});

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -129,6 +130,22 @@ class gemm_workspace {
                  index_t ldc,
                  Finish&& finish = {},
                  std::optional<detail::product_split> split = std::nullopt);
+  //! The same product on the calling thread alone, with thread `t`'s packing buffers (t <
+  //! threads()): for a job whose threads each run whole products side by side (conv.hpp's parts).
+  template <op OpA, op OpB, class Finish = no_finish>
+  double product_on(int t,
+                    index_t m,
+                    index_t n,
+                    index_t k,
+                    T alpha,
+                    const T* a,
+                    index_t lda,
+                    const T* b,
+                    index_t ldb,
+                    T beta,
+                    T* c,
+                    index_t ldc,
+                    Finish&& finish = {});
 
  private:
   std::vector<std::unique_ptr<blocking_type>> blocking_;  // Eigen's kernel
@@ -138,7 +155,8 @@ class gemm_workspace {
 
 namespace detail {
 //! gemm() on its finisher's finisher_ref (partition.hpp): the product's code, compiled once per
-//! layout and type rather than once per finisher type.
+//! layout and type rather than once per finisher type. With `own` ≥ 0 the whole product runs on
+//! the calling thread with thread `own`'s buffers (gemm_workspace::product_on).
 template <op OpA, op OpB, class T, bool SumsSquares>
 double erased_gemm(gemm_workspace<T>& ws,
                    index_t m,
@@ -153,19 +171,26 @@ double erased_gemm(gemm_workspace<T>& ws,
                    T* c,
                    index_t ldc,
                    finisher_ref<T, SumsSquares> finish,
-                   std::optional<product_split> split) {
+                   std::optional<product_split> split,
+                   int own = -1) {
   using product = Eigen::internal::general_matrix_matrix_product<
       index_t, T, OpA == op::none ? Eigen::ColMajor : Eigen::RowMajor, false, T,
       OpB == op::none ? Eigen::ColMajor : Eigen::RowMajor, false, Eigen::ColMajor, 1>;
   if (ws.threads() < 1)
     fail("gemm", "workspace", "one sized at construction (gemm_workspace(m, n, k))",
          "a default-constructed one");
+  if (own >= ws.threads())
+    fail("gemm", "thread", "one of the workspace's " + std::to_string(ws.threads()),
+         std::to_string(own));
   if (m == 0 || n == 0) return 0.0;
-  const detail::split_scratch<T> scratch = ws.scratch();
-  if (detail::is_thin(m, n, k))  // never for k = 0: no terms
+  detail::split_scratch<T> scratch = ws.scratch();
+  if (own >= 0) scratch.threads = 1;  // a thin product then stays on this thread too
+  if (detail::is_thin(m, n, k))       // never for k = 0: no terms
     return detail::split_thin_product<OpA, OpB>(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
                                                 detail::as_stored{}, scratch, finish);
-  const detail::product_split chosen = detail::chosen_split("gemm", split, ws, m, n, k, scratch);
+  const detail::product_split chosen =
+      own >= 0 ? detail::product_split::one_thread(m, n)
+               : detail::chosen_split("gemm", split, ws, m, n, k, scratch);
   // Eigen's kernel accumulates into C: apply β first. dafuse's applies β as it stores C (β = 0
   // never reads C, so NaN there does not propagate).
   constexpr bool native = gemm_workspace<T>::native;
@@ -181,8 +206,9 @@ double erased_gemm(gemm_workspace<T>& ws,
 
   return detail::split_product<OpA, OpB>(
       chosen, m, n, k, a, lda, b, ldb, c, ldc, scratch,
-      [&](int t, index_t rows, index_t cols, index_t depth, const T* ab, const T* bb, T* cb,
-          index_t ldcb, bool fresh, [[maybe_unused]] double* squares) {
+      [&](int block_thread, index_t rows, index_t cols, index_t depth, const T* ab, const T* bb,
+          T* cb, index_t ldcb, bool fresh, [[maybe_unused]] double* squares) {
+        const int t = own >= 0 ? own : block_thread;
         if constexpr (native) {
 #if DAFUSE_GEMM_FP32_NATIVE
           if constexpr (OpA == op::transpose && OpB == op::none)
@@ -255,6 +281,26 @@ double gemm_workspace<T>::product(index_t m,
                                   std::optional<detail::product_split> split) {
   return gemm<OpA, OpB>(*this, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
                         std::forward<Finish>(finish), split);
+}
+
+template <class T>
+template <op OpA, op OpB, class Finish>
+double gemm_workspace<T>::product_on(int t,
+                                     index_t m,
+                                     index_t n,
+                                     index_t k,
+                                     T alpha,
+                                     const T* a,
+                                     index_t lda,
+                                     const T* b,
+                                     index_t ldb,
+                                     T beta,
+                                     T* c,
+                                     index_t ldc,
+                                     Finish&& finish) {
+  return detail::erased_gemm<OpA, OpB>(*this, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                                       detail::erase_finisher<T>(finish), std::nullopt,
+                                       std::max(t, 0));
 }
 
 }  // namespace dafuse::backend::host

@@ -51,6 +51,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -310,6 +311,11 @@ class bf16_gemm_workspace {
     return int(panels_.size());
   }
 #else
+  //! One set of rounded copies (below): products that run side by side (product_on) would share
+  //! them, so this workspace offers one thread's buffers.
+  int threads() const {
+    return 1;
+  }
   //! Room for op(A) and op(B) rounded to bf16 as stored, and the fp32 product's buffers.
   float* rounded_a() {
     return a_.data();
@@ -335,7 +341,8 @@ class bf16_gemm_workspace {
 
 namespace detail {
 //! gemm_bf16() on its finisher's finisher_ref (partition.hpp): the product's code, compiled once
-//! per layout rather than once per finisher type.
+//! per layout rather than once per finisher type. With `own` ≥ 0 the whole product runs on the
+//! calling thread with thread `own`'s buffers (as gemm_workspace::product_on).
 template <op OpA, op OpB, bool SumsSquares>
 double erased_gemm_bf16(bf16_gemm_workspace& ws,
                         index_t m,
@@ -350,7 +357,8 @@ double erased_gemm_bf16(bf16_gemm_workspace& ws,
                         float* c,
                         index_t ldc,
                         finisher_ref<float, SumsSquares> finish,
-                        std::optional<product_split> split) {
+                        std::optional<product_split> split,
+                        int own = -1) {
   if (!ws.sized())
     fail("gemm_bf16", "workspace", "one sized at construction (bf16_gemm_workspace(m, n, k))",
          "a default-constructed one");
@@ -359,6 +367,9 @@ double erased_gemm_bf16(bf16_gemm_workspace& ws,
          "one within the workspace's [max_m, max_k]·[max_k, max_n]: construct the workspace for "
          "the largest product",
          "a larger one");
+  if (own >= ws.threads())
+    fail("gemm_bf16", "thread", "one of the workspace's " + std::to_string(ws.threads()),
+         std::to_string(own));
   if (m <= 0 || n <= 0) return 0.0;
   if (k <= 0) {
     // No products: C = β·C, with β = 0 overwriting.
@@ -366,23 +377,25 @@ double erased_gemm_bf16(bf16_gemm_workspace& ws,
       for (index_t i = 0; i < m; ++i) c[i + j * ldc] = beta == 0.0f ? 0.0f : beta * c[i + j * ldc];
     return finish(c, m, n, ldc);
   }
+  detail::split_scratch<float> scratch = ws.scratch();
+  if (own >= 0) scratch.threads = 1;  // a thin product then stays on this thread too
   if (detail::is_thin(m, n, k))
     return detail::split_thin_product<OpA, OpB>(
         m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, [](float v) { return round_to_bf16(v); },
-        ws.scratch(), finish);
+        scratch, finish);
 #if DAFUSE_GEMM_BF16_NATIVE
   // Whole micro-tiles per thread; each packs its own copy of the other operand (the price of no
   // shared state).
-  const detail::split_scratch<float> scratch = ws.scratch();
   const detail::product_split chosen =
-      detail::chosen_split("gemm_bf16", split, ws, m, n, k, scratch);
+      own >= 0 ? detail::product_split::one_thread(m, n)
+               : detail::chosen_split("gemm_bf16", split, ws, m, n, k, scratch);
   return detail::split_product<OpA, OpB>(
       chosen, m, n, k, a, lda, b, ldb, c, ldc, scratch,
-      [&](int t, index_t rows, index_t cols, index_t depth, const float* ab, const float* bb,
-          float* cb, index_t ldcb, bool fresh, double* squares) {
+      [&](int block_thread, index_t rows, index_t cols, index_t depth, const float* ab,
+          const float* bb, float* cb, index_t ldcb, bool fresh, double* squares) {
         detail::blocked_product<detail::bf16_kernel, OpA == op::transpose, OpB == op::transpose>(
-            ws.panels(t), rows, cols, depth, alpha, ab, lda, bb, ldb, fresh ? 0.0f : beta, cb, ldcb,
-            squares);
+            ws.panels(own >= 0 ? own : block_thread), rows, cols, depth, alpha, ab, lda, bb, ldb,
+            fresh ? 0.0f : beta, cb, ldcb, squares);
         return squares != nullptr;
       },
       finish);
@@ -399,7 +412,8 @@ double erased_gemm_bf16(bf16_gemm_workspace& ws,
   for (index_t j = 0; j < b_cols; ++j)
     for (index_t i = 0; i < b_rows; ++i) rb[i + j * b_rows] = round_to_bf16(b[i + j * ldb]);
   return erased_gemm<OpA, OpB>(ws.fp32(), m, n, k, alpha, static_cast<const float*>(ra), a_rows,
-                               static_cast<const float*>(rb), b_rows, beta, c, ldc, finish, split);
+                               static_cast<const float*>(rb), b_rows, beta, c, ldc, finish, split,
+                               own);
 #endif
 }
 }  // namespace detail

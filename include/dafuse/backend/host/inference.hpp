@@ -50,7 +50,8 @@ void network_logits(const float* params, const Input& x, float* out) {
   const stack_scratch<features, float> f(block.data(), n, false);
   const stack_scratch<classifier, float> y(
       block.data() + stack_scratch<features, float>::elements(n, false), n, false);
-  const index_t widest = std::max({features::max_width, classifier::max_width, features::in});
+  const index_t widest =
+      std::max({features::max_product_side, classifier::max_product_side, features::in});
   gemm_workspace<float> products(widest, n, widest);
   forward<features>(params + Net::features_offset, x, f, products);
   forward<classifier>(params + Net::classifier_offset, matrix_view<const float>(f.output()), y,

@@ -19,6 +19,7 @@
 #include <dafuse/core/half.hpp>
 #include <dafuse/core/meta.hpp>
 
+#include <algorithm>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -69,6 +70,32 @@ class mixed_products {
       return gemm<OpA, OpB>(kernel_, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
                             std::forward<Finish>(finish), split);
   }
+  //! The same product on the calling thread alone, with thread `t`'s packing buffers (t <
+  //! threads()), as gemm_workspace::product_on.
+  template <op OpA, op OpB, class Finish = no_finish>
+  double product_on(int t,
+                    index_t m,
+                    index_t n,
+                    index_t k,
+                    float alpha,
+                    const float* a,
+                    index_t lda,
+                    const float* b,
+                    index_t ldb,
+                    float beta,
+                    float* c,
+                    index_t ldc,
+                    Finish&& finish = {}) {
+    if constexpr (native_bf16)
+      return detail::erased_gemm_bf16<OpA, OpB>(kernel_, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                                                ldc, detail::erase_finisher<float>(finish),
+                                                std::nullopt, std::max(t, 0));
+    else
+      return kernel_.template product_on<OpA, OpB>(t, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                                                   std::forward<Finish>(finish));
+  }
+  //! Threads whose packing buffers product_on can use.
+  int threads() const { return kernel_.threads(); }
   //! How product() splits C[m, n] = op(A)[m, k]·op(B)[k, n] among threads.
   detail::product_split split(index_t m, index_t n, index_t k) const {
     return kernel_.split(m, n, k);
