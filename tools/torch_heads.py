@@ -17,17 +17,22 @@ MCC_TEMPERATURE = 2.5  # head::mcc's default std::ratio<5, 2>
 
 
 class GradReverse(torch.autograd.Function):
-    """Gradient reversal (Ganin & Lempitsky 2015): identity forward, -lambda * grad backward;
-    lambda a 0-dim tensor, so a compiled step never recompiles when it changes."""
+    """Gradient reversal (Ganin & Lempitsky 2015): identity forward, -lambda * grad backward.
+    lambda is a 0-dim tensor (a compiled step then never recompiles when it changes) or a
+    Python number (the vector scripts' fixed lambda)."""
 
     @staticmethod
     def forward(ctx, x, lam):
-        ctx.save_for_backward(lam)
+        if torch.is_tensor(lam):
+            ctx.save_for_backward(lam)
+            ctx.number = None
+        else:
+            ctx.number = lam
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx, grad_out):
-        (lam,) = ctx.saved_tensors
+        lam = ctx.number if ctx.number is not None else ctx.saved_tensors[0]
         return -lam * grad_out, None
 
 

@@ -150,8 +150,8 @@ struct sweep_run {
   //! The validator's score of the model the training ended with (NaN: diverged, or non-finite
   //! outputs).
   double score = std::numeric_limits<double>::quiet_NaN();
-  //! Every validator's score of that model (indexed by select::validator): those in
-  //! fit_options::validators besides the selector; NaN for the others.
+  //! Every validator's score of that model (indexed by select::validator): the selector's and
+  //! those of fit_options::validators; NaN for the others.
   std::array<double, select::all_validators.size()> scores = nan_scores();
   //! Oracle figures (need target labels; NaN without): accuracy on the target rows trained on,
   //! and on the target test set when one is given.
@@ -281,10 +281,10 @@ inline index_t best_by(std::span<const sweep_configuration> configurations, sele
 
 //! Runs every training of grid `g` with `train(args)`, P at a time on T threads each
 //! (plan_sweep), and chooses. `base` gives every fit_args field the grid does not set.
-//! `train(const fit_args&) -> sweep_run` fills score, the accuracies, seconds and diverged; it is
-//! called from P threads at once, each with omp_set_num_threads(T) done, and must be safe to call
-//! so. The first exception a training throws stops the handing out of new ones and is rethrown
-//! once the running ones have finished.
+//! `train(const fit_args&) -> sweep_run` fills score (and scores, when it has them), the
+//! accuracies, seconds and diverged; it is called from P threads at once, each with
+//! omp_set_num_threads(T) done, and must be safe to call so. The first exception a training throws
+//! stops the handing out of new ones and is rethrown once the running ones have finished.
 template <class Train>
 sweep_result run_sweep(const fit_args& base,
                        const sweep_grid& g,
