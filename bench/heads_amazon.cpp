@@ -14,14 +14,28 @@
 // instead (no selection for that head).
 // Trainings run in parallel (one thread each, as many at once as the processors allow).
 //
+// --per-task CANDIDATES (e.g. "dann=0.1,coral=300/3000,mcc=0.03/0.1/0.3/1") chooses instead, on
+// each task, one of the candidates (a head at one λ_max; the list is fixed for the family) by a
+// label-free validator of that task's unlabelled T_train predictions, the mean over the seeds
+// as dafuse::sweep does: every candidate is trained with every seed on all of S_train, scored
+// by entropy, IM and SND, and each validator's choice is reported with its T_test accuracy (mean
+// ± std over the seeds), beside the oracle's (the best T_test accuracy: it reads target labels
+// and is labelled so). --reverse 1 adds reverse validation (train/reverse_validation.hpp: a
+// source-only model trained on T_train labelled by the model's predictions, scored on S_train's
+// labels; a second training per run). --runs FILE writes one JSON line per training.
+//
 //   build/bench/heads_amazon [--seeds 5] [--steps 2000] [--data DIR] [--heads LIST]
 //       [--tasks LIST] [--select dvd->books] [--validator dev] [--selection-seeds 3]
 //       [--lambda dann=0.1,...] [--threads-per-run 1]
+//       [--per-task CANDIDATES [--reverse 1] [--runs FILE]]
 #include <dafuse/dafuse.hpp>
+#include <dafuse/train/reverse_validation.hpp>
 #include <dafuse/train/sweep.hpp>
 
 #include "../examples/common.hpp"
 
+#include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -133,6 +147,11 @@ struct head_entry {
                             const df::fit_args&,
                             const df::sweep_grid&,
                             const df::sweep_options&);
+  // The same, each run's `score` its reverse validation instead (--per-task --reverse).
+  df::sweep_result (*reverse_sweep)(const bench_data&,
+                                    const df::fit_args&,
+                                    const df::sweep_grid&,
+                                    const df::sweep_options&);
 };
 
 template <class Step>
@@ -143,26 +162,223 @@ df::sweep_result sweep_of(const bench_data& d,
   return df::sweep<Step>(d.source, d.target, &d.test, args, g, o);
 }
 
+// The reverse model of reverse validation: source-only on the target rows labelled by the
+// model, with the base arguments (the forward training's lr, batch and steps).
+using reverse_step = amazon_step<df::head::source_only<ganin>>;
+
+// A sweep whose runs also carry their reverse validation (train/reverse_validation.hpp) as
+// `score`; `scores` are the fit's validators as in df::sweep.
+template <class Step>
+df::sweep_result reverse_sweep_of(const bench_data& d,
+                                  const df::fit_args& args,
+                                  const df::sweep_grid& g,
+                                  const df::sweep_options& o) {
+  df::fit_options fo = o.fit;
+  fo.eval_every = args.steps;
+  fo.selector = o.selector;
+  return df::run_sweep(args, g, o, [&](const df::fit_args& a) {
+    Step step(a);
+    const df::fit_result f = df::fit(step, d.source, d.target, fo);
+    df::sweep_run run;
+    run.diverged = f.diverged;
+    run.seconds = f.seconds;
+    if (f.diverged) return run;
+    if (!f.evaluations.empty()) run.scores = f.evaluations.back().scores;
+    run.test_accuracy = df::accuracy(step, d.test);
+    df::fit_args reverse_args = a;
+    reverse_args.lambda_max = 0;
+    run.score = df::reverse_validation<reverse_step>(step, d.source, d.target, reverse_args);
+    return run;
+  });
+}
+
 // CORAL's loss is divided by 4F² = 40000 (F = 100): its grid is scaled to match.
 const std::vector<float> weights{0.03f, 0.1f, 0.3f, 1.f};
 const std::vector<float> coral_weights{300.f, 1000.f, 3000.f, 10000.f};
 
 const head_entry heads[] = {
-    {"source_only", "source-only", {0.f}, sweep_of<amazon_step<df::head::source_only<ganin>>>},
-    {"dann", "DANN", weights, sweep_of<amazon_step<df::head::dann<ganin>>>},
-    {"cdan", "CDAN", weights, sweep_of<amazon_step<df::head::cdan<ganin>, 200>>},
-    {"cdan_e", "CDAN+E", weights, sweep_of<amazon_step<df::head::cdan_e<ganin>, 200>>},
-    {"mmd", "MMD", weights, sweep_of<amazon_step<df::head::mmd<ganin>>>},
-    {"coral", "CORAL", coral_weights, sweep_of<amazon_step<df::head::coral<ganin>>>},
-    {"mcc", "MCC", weights, sweep_of<amazon_step<df::head::mcc<ganin>>>},
+    {"source_only",
+     "source-only",
+     {0.f},
+     sweep_of<amazon_step<df::head::source_only<ganin>>>,
+     reverse_sweep_of<amazon_step<df::head::source_only<ganin>>>},
+    {"dann", "DANN", weights, sweep_of<amazon_step<df::head::dann<ganin>>>,
+     reverse_sweep_of<amazon_step<df::head::dann<ganin>>>},
+    {"cdan", "CDAN", weights, sweep_of<amazon_step<df::head::cdan<ganin>, 200>>,
+     reverse_sweep_of<amazon_step<df::head::cdan<ganin>, 200>>},
+    {"cdan_e", "CDAN+E", weights, sweep_of<amazon_step<df::head::cdan_e<ganin>, 200>>,
+     reverse_sweep_of<amazon_step<df::head::cdan_e<ganin>, 200>>},
+    {"mmd", "MMD", weights, sweep_of<amazon_step<df::head::mmd<ganin>>>,
+     reverse_sweep_of<amazon_step<df::head::mmd<ganin>>>},
+    {"coral", "CORAL", coral_weights, sweep_of<amazon_step<df::head::coral<ganin>>>,
+     reverse_sweep_of<amazon_step<df::head::coral<ganin>>>},
+    {"mcc", "MCC", weights, sweep_of<amazon_step<df::head::mcc<ganin>>>,
+     reverse_sweep_of<amazon_step<df::head::mcc<ganin>>>},
     {"cdan_e+mcc", "CDAN+E + MCC", weights,
-     sweep_of<amazon_step<df::head::combine<df::head::cdan_e<ganin>, df::head::mcc<ganin>>, 200>>},
+     sweep_of<amazon_step<df::head::combine<df::head::cdan_e<ganin>, df::head::mcc<ganin>>, 200>>,
+     reverse_sweep_of<
+         amazon_step<df::head::combine<df::head::cdan_e<ganin>, df::head::mcc<ganin>>, 200>>},
 };
 
 std::vector<std::uint64_t> seeds_up_to(long n) {
   std::vector<std::uint64_t> s;
   for (long i = 1; i <= n; ++i) s.push_back(std::uint64_t(i));
   return s;
+}
+
+// One candidate of --per-task: a head and the λ_max values it is tried at.
+struct candidate {
+  const head_entry* head;
+  std::vector<float> lambda;
+};
+
+std::vector<candidate> parse_candidates(const std::string& text) {
+  std::vector<candidate> out;
+  for (const std::string& item : split(text, ',')) {
+    const std::size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const head_entry* h = nullptr;
+    for (const head_entry& e : heads)
+      if (key == e.key) h = &e;
+    if (!h || eq == std::string::npos)
+      throw std::runtime_error(
+          "--per-task: expected HEAD=L1/L2/... with HEAD one of source_only, "
+          "dann, cdan, cdan_e, mmd, coral, mcc, cdan_e+mcc; found '" +
+          item + "'");
+    candidate c{h, {}};
+    for (const std::string& v : split(item.substr(eq + 1), '/')) c.lambda.push_back(std::stof(v));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// The validators every --per-task training computes, each of which then chooses per task.
+constexpr std::array<df::select::validator, 3> per_task_validators{
+    df::select::validator::information_maximization, df::select::validator::entropy,
+    df::select::validator::snd};
+
+int run_per_task(const settings& s,
+                 const std::filesystem::path& dir,
+                 const std::vector<task>& tasks,
+                 const std::vector<candidate>& candidates,
+                 const std::string& runs_file,
+                 bool reverse) {
+  const df::fit_args base = base_args(s);
+  df::sweep_options o = sweep_options(s);
+  o.fit.validation_fraction = 0;  // the protocol: every S_train row is trained on
+  o.fit.validators.assign(per_task_validators.begin(), per_task_validators.end());
+  if (s.validator == df::select::validator::source_accuracy ||
+      s.validator == df::select::validator::dev)
+    throw std::runtime_error(
+        "--per-task: --validator must read target predictions only (im, "
+        "entropy or snd): every S_train row is trained on");
+  o.selector = s.validator;
+  std::FILE* runs = runs_file.empty() ? nullptr : std::fopen(runs_file.c_str(), "w");
+  if (!runs_file.empty() && !runs) throw std::runtime_error("--runs: cannot write " + runs_file);
+  const std::size_t nv = per_task_validators.size();
+  // The columns: the validators', reverse validation's (--reverse) and the oracle's (last).
+  std::vector<std::string> columns;
+  for (const df::select::validator v : per_task_validators)
+    columns.emplace_back(df::select::name(v));
+  if (reverse) columns.emplace_back("reverse");
+  columns.emplace_back("oracle");
+  const std::size_t oracle_column = columns.size() - 1;
+  // chosen[k][t]: column k's choice on task t (an index into configs[t]).
+  std::vector<std::vector<df::sweep_configuration>> configs(tasks.size());
+  std::vector<std::vector<std::string>> labels(tasks.size());
+  std::vector<std::vector<df::index_t>> chosen(columns.size(),
+                                               std::vector<df::index_t>(tasks.size(), -1));
+  double seconds = 0;
+  for (std::size_t t = 0; t < tasks.size(); ++t) {
+    const bench_data d = load(dir, tasks[t]);
+    for (const candidate& c : candidates) {
+      const df::sweep_grid g{c.lambda, {base.lr}, seeds_up_to(s.seeds)};
+      const df::sweep_result r =
+          reverse ? c.head->reverse_sweep(d, base, g, o) : c.head->sweep(d, base, g, o);
+      seconds += r.seconds;
+      for (const df::sweep_configuration& x : r.configurations) {
+        configs[t].push_back(x);
+        char label[64];
+        std::snprintf(label, sizeof label, "%s %g", c.head->name, double(x.lambda_max));
+        labels[t].push_back(label);
+        std::fprintf(stderr, "%s %s: %.2f ± %.2f %%, im %.4f, entropy %.4f, snd %.4f%s%.4f\n",
+                     tasks[t].name().c_str(), label, 100 * x.test_accuracy,
+                     100 * x.test_accuracy_std, x.scores[std::size_t(per_task_validators[0])],
+                     x.scores[std::size_t(per_task_validators[1])],
+                     x.scores[std::size_t(per_task_validators[2])], reverse ? ", reverse " : "",
+                     reverse ? x.score : 0.0);
+      }
+      for (const df::sweep_run& run : r.runs) {
+        if (!runs) continue;
+        std::fprintf(runs,
+                     "{\"task\": \"%s\", \"head\": \"%s\", \"lambda_max\": %g, \"seed\": %llu, "
+                     "\"test_accuracy\": %.6f",
+                     tasks[t].name().c_str(), c.head->key, double(run.lambda_max),
+                     static_cast<unsigned long long>(run.seed), run.test_accuracy);
+        for (const df::select::validator v : per_task_validators)
+          std::fprintf(runs, ", \"%s\": %.6f", std::string(df::select::name(v)).c_str(),
+                       run.scores[std::size_t(v)]);
+        if (reverse) std::fprintf(runs, ", \"reverse\": %.6f", run.score);
+        std::fprintf(runs, "}\n");
+      }
+      if (runs) std::fflush(runs);
+    }
+    for (std::size_t v = 0; v < nv; ++v)
+      chosen[v][t] = df::best_by(configs[t], per_task_validators[v]);
+    // Reverse validation's choice: the best mean reverse accuracy (higher is better).
+    // The oracle's: the best T_test accuracy; it reads target labels, reported apart.
+    const auto arg_best = [&](auto value) {
+      df::index_t best = -1;
+      for (std::size_t k = 0; k < configs[t].size(); ++k)
+        if (std::isfinite(value(configs[t][k])) &&
+            (best < 0 || value(configs[t][k]) > value(configs[t][std::size_t(best)])))
+          best = df::index_t(k);
+      return best;
+    };
+    if (reverse) chosen[nv][t] = arg_best([](const df::sweep_configuration& x) { return x.score; });
+    chosen[oracle_column][t] =
+        arg_best([](const df::sweep_configuration& x) { return x.test_accuracy; });
+  }
+  if (runs) std::fclose(runs);
+
+  std::printf("\nper-task choice among");
+  for (const candidate& c : candidates) {
+    std::printf(" %s (λ", c.head->name);
+    for (const float l : c.lambda) std::printf(" %g", double(l));
+    std::printf(")");
+  }
+  std::printf(
+      "; T_test accuracy of each choice, mean ± std over seeds 1..%ld; the last column reads "
+      "T_test labels (oracle)\n\n| task |",
+      s.seeds);
+  for (const std::string& c : columns) std::printf(" %s's choice |", c.c_str());
+  std::printf("\n| --- |");
+  for (std::size_t k = 0; k < columns.size(); ++k) std::printf(" --- |");
+  std::printf("\n");
+  std::vector<double> average(columns.size(), 0.0);
+  for (std::size_t t = 0; t < tasks.size(); ++t) {
+    std::printf("| %s |", tasks[t].name().c_str());
+    for (std::size_t v = 0; v < columns.size(); ++v) {
+      const df::index_t k = chosen[v][t];
+      if (k < 0) {
+        std::printf(" none |");
+        continue;
+      }
+      const df::sweep_configuration& x = configs[t][std::size_t(k)];
+      std::printf(" %s: %.2f ± %.2f |", labels[t][std::size_t(k)].c_str(), 100 * x.test_accuracy,
+                  100 * x.test_accuracy_std);
+      average[v] += x.test_accuracy / double(tasks.size());
+    }
+    std::printf("\n");
+  }
+  std::printf("| **average** |");
+  for (const double a : average) std::printf(" **%.2f** |", 100 * a);
+  std::printf("\n\n%.1f s of sweeps in all\n{\"tasks\": %zu, \"seeds\": %ld, \"steps\": %ld",
+              seconds, tasks.size(), s.seeds, s.steps);
+  for (std::size_t v = 0; v < columns.size(); ++v)
+    std::printf(", \"%s\": %.4f", columns[v].c_str(), average[v]);
+  std::printf("}\n");
+  return 0;
 }
 
 }  // namespace
@@ -203,6 +419,11 @@ int main(int argc, char** argv) try {
     if (eq == std::string::npos) throw std::runtime_error("--lambda: expected HEAD=V, found " + kv);
     fixed[kv.substr(0, eq)] = std::stof(kv.substr(eq + 1));
   }
+  const std::string per_task_list = examples::text_option(argc, argv, "--per-task", "");
+  if (!per_task_list.empty())
+    return run_per_task(s, dir, tasks, parse_candidates(per_task_list),
+                        examples::text_option(argc, argv, "--runs", ""),
+                        examples::option(argc, argv, "--reverse", 0) != 0);
   const task selection_task =
       parse_task(examples::text_option(argc, argv, "--select", "dvd->books"));
   const df::fit_args base = base_args(s);

@@ -11,7 +11,8 @@ It writes ``tests/data/torch/cdan_*.npy`` (described in that folder's README.md)
 Deterministic: ``torch.manual_seed(2)``, float32, one thread. The committed files
 were made with Debian's reference BLAS (tools/reference_blas.py: the script
 re-executes itself with it first on the library path when it is installed); any
-other BLAS agrees to ~1e-7 relative.
+other BLAS agrees to ~1e-7 relative. The map, the weights and the reversal are
+tools/torch_heads.py's.
 
 Set-up (CDAN, Long et al. 2018; the conditioning as in the authors' code and tllib)
 ------------------------------------------------------------------------------------
@@ -94,6 +95,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from torch_heads import GradReverse, entropy_weights, multilinear_map  # noqa: E402
 
 LAMBDA = 0.7
 LR = 0.1
@@ -103,17 +105,6 @@ BATCH = 4
 WEIGHT_SHARPENING = 8.0
 OUT_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                         "..", "tests", "data", "torch"))
-
-
-class GradReverse(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, lam):
-        ctx.lam = lam
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return -ctx.lam * grad, None
 
 
 def make_layers():
@@ -146,20 +137,17 @@ def two_steps(initial, x_source, y_source, x_target, entropy, dtype):
     opt = torch.optim.SGD(params, lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
     x = torch.cat([x_source, x_target]).to(dtype)
     t = torch.cat([torch.zeros(BATCH, 1), torch.ones(BATCH, 1)]).to(dtype)
+    lam = torch.tensor(LAMBDA, dtype=dtype)
     out = []
     for _ in range(2):
         opt.zero_grad()
         h = torch.relu(gf1(torch.relu(gf0(x))))
         z = gy(h)
         loss_y = F.cross_entropy(z[:BATCH], y_source)
-        g = F.softmax(z, dim=1).detach()
-        joint = torch.bmm(g.unsqueeze(2), h.unsqueeze(1)).view(2 * BATCH, -1)
-        d = gd1(torch.relu(gd0(GradReverse.apply(joint, LAMBDA))))
+        joint = multilinear_map(z, h)
+        d = gd1(torch.relu(gd0(GradReverse.apply(joint, lam))))
         if entropy:
-            zd = z.detach()
-            h_g = torch.logsumexp(zd, dim=1) - (g * zd).sum(dim=1)
-            w = 1.0 + torch.exp(-h_g)
-            w = (w / w.sum() * (2 * BATCH)).view(-1, 1)
+            w = entropy_weights(z)
             if dtype == torch.float32:
                 print("CDAN+E row weights:", " ".join(f"{float(v):.3f}" for v in w))
             loss_d = F.binary_cross_entropy_with_logits(d, t, weight=w)

@@ -9,7 +9,8 @@ python3-torch:
 
 It writes ``tests/data/torch/heads_*.npy`` (described in that folder's README.md).
 Deterministic: ``torch.manual_seed(4)``, float32, one thread, Debian's reference BLAS
-when installed (tools/reference_blas.py), as the other vector scripts.
+when installed (tools/reference_blas.py), as the other vector scripts. The losses are
+tools/torch_heads.py's, which tools/reference_mnist_usps.py trains with.
 
 Set-up
 ------
@@ -79,16 +80,13 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from torch_heads import coral, mcc, mmd, mmd_linear  # noqa: E402
 
 LR = 0.1
 MOMENTUM = 0.9
 WEIGHT_DECAY = 1e-3
 BATCH = 4
-FEATURES = 5
-CLASSES = 3
 SHARPENING = 4.0
-KERNEL_MULTIPLIERS = (0.125, 0.25, 0.5, 1.0, 2.0)
-TEMPERATURE = 2.5
 SHAPES = ((6, 8), (8, 5), (5, 3), (5, 4), (4, 1))
 OUT_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                         "..", "tests", "data", "torch"))
@@ -110,53 +108,6 @@ def make_layers():
 
 def flat(tensors):
     return torch.cat([t.detach().reshape(-1) for t in tensors])
-
-
-def coral(h):
-    def covariance(x):
-        centred = x - x.mean(dim=0, keepdim=True)
-        return centred.t() @ centred / (x.shape[0] - 1)
-    d = covariance(h[:BATCH]) - covariance(h[BATCH:])
-    return (d * d).sum() / (4 * FEATURES * FEATURES)
-
-
-def kernel(d, mean):
-    return torch.stack([torch.exp(-d / (2 * a * mean)) for a in KERNEL_MULTIPLIERS]).mean(dim=0)
-
-
-def mmd(h):
-    n = 2 * BATCH
-    d = ((h.unsqueeze(1) - h.unsqueeze(0)) ** 2).sum(dim=2)
-    off = ~torch.eye(n, dtype=torch.bool)
-    mean = d[off].mean().detach()
-    k = kernel(d, mean)
-    same = 1.0 / (BATCH * (BATCH - 1))
-    s_s = k[:BATCH, :BATCH][off[:BATCH, :BATCH]].sum() * same
-    t_t = k[BATCH:, BATCH:][off[:BATCH, :BATCH]].sum() * same
-    s_t = k[:BATCH, BATCH:].sum() * 2.0 / (BATCH * BATCH)
-    return s_s + t_t - s_t
-
-
-def mmd_linear(h):
-    s, t = h[:BATCH], h[BATCH:]
-    pairs = []  # (a, b, coefficient)
-    for i in range(BATCH // 2):
-        pairs += [(s[2 * i], s[2 * i + 1], 1.0), (t[2 * i], t[2 * i + 1], 1.0),
-                  (s[2 * i], t[2 * i + 1], -1.0), (s[2 * i + 1], t[2 * i], -1.0)]
-    d = torch.stack([((a - b) ** 2).sum() for a, b, _ in pairs])
-    mean = d.mean().detach()
-    c = torch.tensor([c for _, _, c in pairs], dtype=h.dtype)
-    return (c * kernel(d, mean)).sum() * 2.0 / BATCH
-
-
-def mcc(z_target):
-    y = F.softmax(z_target / TEMPERATURE, dim=1)
-    entropy = -(y * torch.log(y)).sum(dim=1).detach()
-    w = 1.0 + torch.exp(-entropy)
-    w = (BATCH * w / w.sum()).unsqueeze(1)
-    c = (y * w).t() @ y
-    c = c / c.sum(dim=1)
-    return (c.sum() - torch.trace(c)) / CLASSES
 
 
 VARIANTS = {"coral": (coral, 5.0), "mmd": (mmd, 3.0), "mmd_linear": (mmd_linear, 3.0),

@@ -3,9 +3,9 @@
 PyTorch user would pick: eager, torch.compile (default mode, max-autotune-no-cudagraphs) and the
 seed's full recipe.
 
-    build/torch-venv/bin/python tools/reference_mnist_usps.py [--seeds 5] [--steps 3000]
+    build/torch-venv/bin/python tools/reference_mnist_usps.py [--seeds 5] [--first-seed 1] [--steps 3000]
         [--threads 2] [--executions eager,compile,compile-max,recipe] [--dann-only]
-        [--data DIR] [--json FILE]
+        [--heads source_only,dann,...] [--lambda-max 1] [--data DIR] [--json FILE]
 
 (torch 2 for the compiled executions; with Debian's torch 1.13 they are reported n/a.)
 
@@ -49,6 +49,15 @@ Source-only baseline (skipped with --dann-only)
     Same network, steps, batch draws and lr schedule, but only loss_y on the 64 source rows
     (G_d unused), in the same execution.
 
+Other heads (--heads, a comma list; default source_only,dann)
+    The losses of tools/torch_heads.py (dafuse's head/*.hpp; bench/heads_accuracy.cpp runs the
+    same set-up in dafuse): total = loss_y + lambda * L_h with lambda = lambda_max (--lambda-max,
+    1) times Ganin's schedule, for cdan, cdan_e (G_d = Linear(1280,128) ReLU Linear(128,1) on
+    softmax(g).detach() (x) h behind the reversal; cdan_e weights the BCE rows by
+    1 + exp(-H(g)) normalised to sum to 2B), coral, mmd, mmd_linear (on h, no G_d), mcc (on the
+    target rows' logits, T = 2.5) and cdan_e+mcc (both terms at lambda). dann and source_only
+    are the step above.
+
 Evaluation
     Target accuracy on all 1800 USPS rows after training: argmax of G_y(G_f(x)) (eager, fp32).
 
@@ -64,6 +73,7 @@ FILE) with every run.
 """
 
 import argparse
+import importlib
 import json
 import math
 import os
@@ -82,6 +92,11 @@ CLIP_NORM = 1.0
 RECIPE_WORKERS = 2
 EXECUTIONS = ["eager", "compile", "compile-max", "recipe"]
 COMPILE_MODES = {"compile": None, "compile-max": "max-autotune-no-cudagraphs", "recipe": None}
+
+
+NAMES = {"source_only": "source-only", "dann": "DANN", "cdan": "CDAN", "cdan_e": "CDAN+E",
+         "coral": "CORAL", "mmd": "MMD", "mmd_linear": "MMD (linear)", "mcc": "MCC",
+         "cdan_e+mcc": "CDAN+E + MCC"}
 
 
 def process_seconds():
@@ -120,45 +135,55 @@ def load_domain(torch, np, data_dir, prefix):
     return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)), torch.from_numpy(y)
 
 
+HEADS = ["source_only", "dann", "cdan", "cdan_e", "coral", "mmd", "mmd_linear", "mcc",
+         "cdan_e+mcc"]
+
+
 def build(torch):
     """The modules, made once torch is imported."""
     nn = torch.nn
     F = torch.nn.functional
-
-    class GradReverse(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, lam):
-            ctx.save_for_backward(lam)
-            return x.view_as(x)
-
-        @staticmethod
-        def backward(ctx, grad_out):
-            (lam,) = ctx.saved_tensors
-            return -lam * grad_out, None
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    heads = importlib.import_module("torch_heads")
 
     class Net(nn.Module):
-        def __init__(self):
+        def __init__(self, discriminator_input=128):
             super().__init__()
             self.g_f = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 128),
                                      nn.ReLU())
             self.g_y = nn.Linear(128, 10)
-            self.g_d = nn.Sequential(nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 1))
+            self.g_d = nn.Sequential(nn.Linear(discriminator_input, 128), nn.ReLU(),
+                                     nn.Linear(128, 1))
 
     class Loss(nn.Module):
-        """forward(x, y_s, domain, lam) -> the step's loss: DANN's on 2B rows, or the label
-        loss alone on the B source rows."""
+        """forward(x, y_s, domain, lam) -> the step's loss: the label loss on the B source rows
+        plus the head's (lambda already in lam), or the label loss alone for source_only."""
 
-        def __init__(self, net, dann):
+        def __init__(self, net, head):
             super().__init__()
-            self.net, self.dann = net, dann
+            self.net, self.head = net, head
 
         def forward(self, x, y_s, domain, lam):
             feat = self.net.g_f(x)
-            loss_y = F.cross_entropy(self.net.g_y(feat[:BATCH]).float(), y_s)
-            if not self.dann:
-                return loss_y
-            d_logit = self.net.g_d(GradReverse.apply(feat, lam))
-            return loss_y + F.binary_cross_entropy_with_logits(d_logit.float(), domain)
+            if self.head == "source_only":
+                return F.cross_entropy(self.net.g_y(feat).float(), y_s)
+            if self.head == "dann":
+                loss_y = F.cross_entropy(self.net.g_y(feat[:BATCH]).float(), y_s)
+                d_logit = self.net.g_d(heads.GradReverse.apply(feat, lam))
+                return loss_y + F.binary_cross_entropy_with_logits(d_logit.float(), domain)
+            z = self.net.g_y(feat)
+            loss = F.cross_entropy(z[:BATCH].float(), y_s)
+            if self.head in ("cdan", "cdan_e", "cdan_e+mcc"):
+                joint = heads.multilinear_map(z, feat)
+                d_logit = self.net.g_d(heads.GradReverse.apply(joint, lam))
+                weight = heads.entropy_weights(z) if self.head != "cdan" else None
+                loss = loss + F.binary_cross_entropy_with_logits(d_logit.float(), domain,
+                                                                 weight=weight)
+            if self.head in ("mcc", "cdan_e+mcc"):
+                loss = loss + lam * heads.mcc(z[BATCH:].float())
+            if self.head in ("coral", "mmd", "mmd_linear"):
+                loss = loss + lam * getattr(heads, self.head)(feat.float())
+            return loss
 
     return Net, Loss
 
@@ -206,16 +231,17 @@ def make_gather(torch):
     return Gather
 
 
-def run(torch, np, Net, Loss, execution, seed, steps, dann, data_dir):
+def run(torch, np, Net, Loss, execution, seed, steps, head, lambda_max, data_dir):
     """One whole run: load, build, train, evaluate. Returns its accuracy and times."""
+    dann = head != "source_only"  # the batch holds target rows
     t_start = time.perf_counter()
     xs, ys = load_domain(torch, np, data_dir, "mnist")
     xt, yt = load_domain(torch, np, data_dir, "usps")
     torch.manual_seed(seed)
-    net = Net()
+    net = Net(1280 if head in ("cdan", "cdan_e", "cdan_e+mcc") else 128)
     opt = torch.optim.SGD(net.parameters(), lr=LR0, momentum=MOMENTUM)
     params = list(net.parameters())
-    loss_fn = Loss(net, dann)
+    loss_fn = Loss(net, head)
     if execution in COMPILE_MODES:
         if not hasattr(torch, "compile"):
             raise RuntimeError(f"torch.compile needs PyTorch 2 (this is {torch.__version__})")
@@ -238,7 +264,7 @@ def run(torch, np, Net, Loss, execution, seed, steps, dann, data_dir):
     for step in range(steps):
         t_step = time.perf_counter()
         p = step / steps
-        lam.fill_(ganin_lambda(p))
+        lam.fill_(lambda_max * ganin_lambda(p))
         for g in opt.param_groups:
             g["lr"] = ganin_lr(p)
         x, y_s = next(batches)
@@ -261,7 +287,8 @@ def run(torch, np, Net, Loss, execution, seed, steps, dann, data_dir):
         pred = net.g_y(net.g_f(xt)).argmax(dim=1)
         accuracy = 100.0 * (pred == yt).float().mean().item()
     whole = time.perf_counter() - t_start
-    return {"execution": execution, "seed": seed, "dann": dann, "accuracy": accuracy,
+    return {"execution": execution, "seed": seed, "head": head, "dann": head == "dann",
+            "lambda_max": lambda_max, "accuracy": accuracy,
             "train_seconds": train_seconds, "compile_seconds": compile_seconds,
             "whole_seconds": whole, "final_loss": float(loss.detach().float())}
 
@@ -283,11 +310,16 @@ def mean_std(v):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--first-seed", type=int, default=1, help="seeds first-seed, ..., + seeds - 1")
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--executions", default="eager",
                     help="comma list from: " + ", ".join(EXECUTIONS) + " (default eager)")
     ap.add_argument("--dann-only", action="store_true", help="skip the source-only runs")
+    ap.add_argument("--heads", default="source_only,dann",
+                    help="comma list from: " + ", ".join(HEADS) + " (default source_only,dann)")
+    ap.add_argument("--lambda-max", type=float, default=1.0,
+                    help="the heads' lambda_max (Ganin's schedule times it; default 1)")
     ap.add_argument("--data", default=DEFAULT_DATA, help="folder of the JDA digits' .npy files")
     ap.add_argument("--json", metavar="FILE", help="also write every run to FILE")
     args = ap.parse_args()
@@ -296,6 +328,13 @@ def main():
     if bad:
         raise SystemExit(f"reference_mnist_usps.py: unknown execution {', '.join(bad)} (choose "
                          f"from {', '.join(EXECUTIONS)})")
+    heads = [h.strip() for h in args.heads.split(",") if h.strip()]
+    if args.dann_only:
+        heads = [h for h in heads if h != "source_only"]
+    bad = [h for h in heads if h not in HEADS]
+    if bad or not heads:
+        raise SystemExit(f"reference_mnist_usps.py: --heads: expected a list from "
+                         f"{', '.join(HEADS)}, found {args.heads!r}")
     if args.seeds < 1 or args.steps < 1 or args.threads < 1:
         raise SystemExit("reference_mnist_usps.py: --seeds, --steps and --threads take counts "
                          "of at least 1")
@@ -315,20 +354,21 @@ def main():
 
     runs = []
     for execution in executions:
-        for seed in range(1, args.seeds + 1):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             line = f"{execution} seed {seed}:"
-            for dann in ([False, True] if not args.dann_only else [True]):
+            for head in heads:
                 try:
-                    r = run(torch, np, Net, Loss, execution, seed, args.steps, dann, args.data)
+                    r = run(torch, np, Net, Loss, execution, seed, args.steps, head,
+                            args.lambda_max, args.data)
                 except Exception as e:  # noqa: BLE001 - report n/a, go on
                     msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-                    r = {"execution": execution, "seed": seed, "dann": dann,
-                         "error": f"{type(e).__name__}: {msg}"[:300]}
-                    line += f"   {'DANN' if dann else 'source-only'} n/a: {r['error']}"
+                    r = {"execution": execution, "seed": seed, "head": head,
+                         "dann": head == "dann", "error": f"{type(e).__name__}: {msg}"[:300]}
+                    line += f"   {NAMES[head]} n/a: {r['error']}"
                     runs.append(r)
                     continue
                 runs.append(r)
-                line += (f"   {'DANN' if dann else 'source-only'} {r['accuracy']:.2f} % "
+                line += (f"   {NAMES[head]} {r['accuracy']:.2f} % "
                          f"(train {r['train_seconds']:.2f} s, whole {r['whole_seconds']:.2f} s"
                          + (f", compile {r['compile_seconds']:.2f} s"
                             if r["compile_seconds"] is not None else "") + ")")
@@ -337,13 +377,14 @@ def main():
     summary = []
     print(f"\nMNIST -> USPS, {args.steps} steps, {args.threads} threads, {args.seeds} seed(s):")
     for execution in executions:
-        for dann in [False, True]:
-            ok = [r for r in runs if r["execution"] == execution and r["dann"] == dann
+        for head in heads:
+            ok = [r for r in runs if r["execution"] == execution and r["head"] == head
                   and "accuracy" in r]
             if not ok:
                 continue
             m, s = mean_std([r["accuracy"] for r in ok])
-            row = {"execution": execution, "dann": dann, "seeds": len(ok), "accuracy": m,
+            row = {"execution": execution, "head": head, "dann": head == "dann",
+                   "lambda_max": args.lambda_max, "seeds": len(ok), "accuracy": m,
                    "accuracy_std": s,
                    "whole_seconds_seed1": ok[0]["whole_seconds"],
                    "whole_seconds_mean": statistics.mean(r["whole_seconds"] for r in ok),
@@ -352,7 +393,7 @@ def main():
             if compiles:
                 row["compile_seconds"] = compiles
             summary.append(row)
-            print(f"  {execution:<12} {'DANN' if dann else 'source-only':<12} {m:6.2f} ± "
+            print(f"  {execution:<12} {NAMES[head]:<12} {m:6.2f} ± "
                   f"{s:.2f} %   whole run {row['whole_seconds_mean']:.2f} s (seed 1: "
                   f"{row['whole_seconds_seed1']:.2f} s), training {row['train_seconds_mean']:.2f}"
                   f" s" + (f", compile {', '.join('%.1f' % c for c in compiles)} s"

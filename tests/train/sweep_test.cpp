@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -201,6 +202,64 @@ TEST_CASE("the validator's choice and the oracle's are the plain arg-best of the
   }
 }
 
+TEST_CASE("each validator's mean over the seeds is kept, and best_by is its plain arg-best") {
+  const df::sweep_grid g{{0.f, 0.3f, 1.f}, {0.01f, 0.02f}, {1, 2, 3}};
+  using v = df::select::validator;
+  // Entropy falls with λ_max, IM peaks at 0.3; SND is not computed (NaN); configuration (1,
+  // 0.02) has a NaN IM on one seed (a diverged run).
+  const auto im = [](const df::fit_args& a) {
+    return 1 - std::abs(a.lambda_max - 0.3) + a.lr + 1e-3 * double(a.seed);
+  };
+  const auto entropy = [](const df::fit_args& a) {
+    return 2 - a.lambda_max + 1e-3 * double(a.seed);
+  };
+  df::sweep_options o;
+  o.processors = 2;
+  const df::sweep_result r = df::run_sweep({}, g, o, [&](const df::fit_args& a) {
+    df::sweep_run run;
+    run.score = entropy(a);
+    run.scores[std::size_t(v::entropy)] = entropy(a);
+    run.scores[std::size_t(v::information_maximization)] =
+        a.lambda_max == 1.f && a.lr == 0.02f && a.seed == 2 ? not_a_number : im(a);
+    return run;
+  });
+  REQUIRE(r.configurations.size() == 6);
+  for (const v which : {v::entropy, v::information_maximization, v::snd}) {
+    CAPTURE(df::select::name(which));
+    // The plain reference: the mean of each configuration's runs, then the arg-best by a loop
+    // that skips NaN and keeps the first of equals.
+    df::index_t best = -1;
+    double best_score = 0;
+    for (std::size_t c = 0; c < 6; ++c) {
+      double mean = 0;
+      for (std::size_t k = 0; k < 3; ++k) mean += r.runs[c * 3 + k].scores[std::size_t(which)] / 3;
+      const double kept = r.configurations[c].scores[std::size_t(which)];
+      if (std::isnan(mean)) {
+        CHECK(std::isnan(kept));
+        continue;
+      }
+      CHECK(kept == doctest::Approx(mean).epsilon(1e-12));
+      const bool higher = df::select::higher_is_better(which);
+      if (best < 0 || (higher ? mean > best_score : mean < best_score)) {
+        best = df::index_t(c);
+        best_score = mean;
+      }
+    }
+    CHECK(df::best_by(r.configurations, which) == best);
+  }
+  // Known answers: entropy (lower is better) the largest λ_max, first lr: (1, 0.01); IM (higher)
+  // λ_max 0.3 with the larger lr; SND nothing.
+  CHECK(df::best_by(r.configurations, v::entropy) == 4);
+  CHECK(r.selected == 4);  // the selector's own choice agrees
+  CHECK(df::best_by(r.configurations, v::information_maximization) == 3);
+  CHECK(std::isnan(r.configurations[5].scores[std::size_t(v::information_maximization)]));
+  CHECK(df::best_by(r.configurations, v::snd) == -1);
+  // The configurations of several sweeps judged together: a span over part of them.
+  const std::span<const df::sweep_configuration> tail(r.configurations.data() + 4, 2);
+  CHECK(df::best_by(tail, v::information_maximization) == 0);
+  CHECK(df::best_by({}, v::entropy) == -1);
+}
+
 TEST_CASE("the oracle reads the test accuracy when there is one; NaN scores are never chosen") {
   const df::sweep_grid g{{0.f, 1.f}, {0.01f}, {1, 2}};
   df::sweep_options o;
@@ -321,6 +380,12 @@ TEST_CASE("a parallel sweep of real trainings equals a serial one and plain fits
     const df::fit_result f = df::fit(step, s, t, fo);
     REQUIRE(f.evaluations.size() == 1);
     CHECK(a.score == f.evaluations.back().selection_score);
+    // Every validator the fit computed is kept, and only those.
+    using v = df::select::validator;
+    CHECK(a.scores[std::size_t(v::information_maximization)] == a.score);
+    CHECK(a.scores[std::size_t(v::entropy)] == f.evaluations.back().score(v::entropy));
+    CHECK(std::isfinite(a.scores[std::size_t(v::entropy)]));
+    CHECK(std::isnan(a.scores[std::size_t(v::snd)]));
     CHECK(a.target_accuracy == f.target_accuracy);
     CHECK(a.test_accuracy == df::accuracy(step, test));
   }

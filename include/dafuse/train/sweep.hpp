@@ -22,6 +22,7 @@
 #include <dafuse/train/fit.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -31,6 +32,7 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -148,19 +150,30 @@ struct sweep_run {
   //! The validator's score of the model the training ended with (NaN: diverged, or non-finite
   //! outputs).
   double score = std::numeric_limits<double>::quiet_NaN();
+  //! Every validator's score of that model (indexed by select::validator): the selector's and
+  //! those of fit_options::validators; NaN for the others.
+  std::array<double, select::all_validators.size()> scores = nan_scores();
   //! Oracle figures (need target labels; NaN without): accuracy on the target rows trained on,
   //! and on the target test set when one is given.
   double target_accuracy = std::numeric_limits<double>::quiet_NaN();
   double test_accuracy = std::numeric_limits<double>::quiet_NaN();
   double seconds = 0;  //!< the training's wall time (fit_result::seconds)
   bool diverged = false;
+
+  static constexpr std::array<double, select::all_validators.size()> nan_scores() {
+    std::array<double, select::all_validators.size()> a{};
+    a.fill(std::numeric_limits<double>::quiet_NaN());
+    return a;
+  }
 };
 
 //! One configuration's figures over its seeds: mean, and sample standard deviation (n − 1; 0 for
 //! one seed). A mean over a NaN is NaN.
 struct sweep_configuration {
   float lambda_max = 0, lr = 0;
-  double score = std::numeric_limits<double>::quiet_NaN();            //!< mean validator score
+  double score = std::numeric_limits<double>::quiet_NaN();  //!< mean validator score
+  //! Each validator's mean score over the seeds (sweep_run::scores), NaN where a run's is.
+  std::array<double, select::all_validators.size()> scores = sweep_run::nan_scores();
   double target_accuracy = std::numeric_limits<double>::quiet_NaN();  //!< oracle figure
   double target_accuracy_std = std::numeric_limits<double>::quiet_NaN();
   double test_accuracy = std::numeric_limits<double>::quiet_NaN();  //!< oracle figure
@@ -220,13 +233,16 @@ inline void summarize_sweep(const sweep_grid& g, sweep_result& r) {
     s.lambda_max = g.lambda_max[std::size_t(c) / g.lr.size()];
     s.lr = g.lr[std::size_t(c) % g.lr.size()];
     std::vector<double> score, target, test;
+    std::array<std::vector<double>, select::all_validators.size()> scores;
     for (index_t k = 0; k < seeds; ++k) {
       const sweep_run& run = r.runs[std::size_t(c * seeds + k)];
       score.push_back(run.score);
       target.push_back(run.target_accuracy);
       test.push_back(run.test_accuracy);
+      for (std::size_t v = 0; v < scores.size(); ++v) scores[v].push_back(run.scores[v]);
     }
     s.score = mean_std(score).first;
+    for (std::size_t v = 0; v < scores.size(); ++v) s.scores[v] = mean_std(scores[v]).first;
     std::tie(s.target_accuracy, s.target_accuracy_std) = mean_std(target);
     std::tie(s.test_accuracy, s.test_accuracy_std) = mean_std(test);
     any_target = any_target || std::isfinite(s.target_accuracy);
@@ -249,12 +265,26 @@ inline void summarize_sweep(const sweep_grid& g, sweep_result& r) {
 
 }  // namespace detail
 
+//! The configuration whose mean score under `v` (sweep_configuration::scores) is best for v's
+//! direction; -1 when every one is NaN; ties go to the first. Lets one sweep (or the
+//! configurations of several, concatenated: different heads on one task) be judged by each
+//! validator it computed.
+inline index_t best_by(std::span<const sweep_configuration> configurations, select::validator v) {
+  index_t best = -1;
+  for (std::size_t c = 0; c < configurations.size(); ++c)
+    if (detail::improves(v, configurations[c].scores[std::size_t(v)],
+                         best < 0 ? std::numeric_limits<double>::quiet_NaN()
+                                  : configurations[std::size_t(best)].scores[std::size_t(v)]))
+      best = index_t(c);
+  return best;
+}
+
 //! Runs every training of grid `g` with `train(args)`, P at a time on T threads each
 //! (plan_sweep), and chooses. `base` gives every fit_args field the grid does not set.
-//! `train(const fit_args&) -> sweep_run` fills score, the accuracies, seconds and diverged; it is
-//! called from P threads at once, each with omp_set_num_threads(T) done, and must be safe to call
-//! so. The first exception a training throws stops the handing out of new ones and is rethrown
-//! once the running ones have finished.
+//! `train(const fit_args&) -> sweep_run` fills score (and scores, when it has them), the
+//! accuracies, seconds and diverged; it is called from P threads at once, each with
+//! omp_set_num_threads(T) done, and must be safe to call so. The first exception a training throws
+//! stops the handing out of new ones and is rethrown once the running ones have finished.
 template <class Train>
 sweep_result run_sweep(const fit_args& base,
                        const sweep_grid& g,
@@ -350,8 +380,10 @@ sweep_result sweep(const Data& source,
     sweep_run run;
     run.diverged = f.diverged;
     run.seconds = f.seconds;
-    if (!f.diverged && !f.evaluations.empty() && f.evaluations.back().step == base.steps)
+    if (!f.diverged && !f.evaluations.empty() && f.evaluations.back().step == base.steps) {
       run.score = f.evaluations.back().selection_score;
+      run.scores = f.evaluations.back().scores;
+    }
     if (!f.diverged) {
       run.target_accuracy = f.target_accuracy;
       if (target_test) run.test_accuracy = accuracy(step, *target_test);
