@@ -96,6 +96,13 @@ constexpr layer_kind kind_of() {
     return layer_kind::dense;
 }
 
+//! Samples whose patch matrix [patch, samples·pixels] fills about 2^18 values (1 MiB of fp32, a
+//! Zen 4 core's L2): a convolution's products run on such chunks so the patches are read from
+//! cache.
+constexpr index_t chunk_samples_for(index_t patch, index_t pixels) {
+  return std::max<index_t>(1, (index_t(1) << 18) / (patch * pixels));
+}
+
 //! A conv2d resolved on an input of H × W × Conv::in_channels: what a layer_stack holds.
 template <index_t H, index_t W, class Conv>
 struct conv2d_layer {
@@ -123,10 +130,8 @@ struct conv2d_layer {
   static constexpr index_t weight_count = out_channels * patch;      //!< elements of W
   static constexpr index_t bias_count = out_channels;                //!< elements of b
   static constexpr index_t param_count = weight_count + bias_count;  //!< W then b
-  //! Samples whose patch matrix [patch, samples·pixels] fills about 2^18 values (1 MiB of fp32,
-  //! a Zen 4 core's L2): the products run on such chunks so the patches are read from cache.
-  static constexpr index_t chunk_samples =
-      std::max<index_t>(1, (index_t(1) << 18) / (patch * pixels));
+  //! Samples a chunk of the products (chunk_samples_for).
+  static constexpr index_t chunk_samples = chunk_samples_for(patch, pixels);
   //! Values of one chunk's patch matrix.
   static constexpr index_t forward_patch_elements = patch * pixels * chunk_samples;
   //! Whether the input gradient runs as a convolution itself (transposed_conv2d; stride 1): a
@@ -138,8 +143,7 @@ struct conv2d_layer {
   static constexpr index_t input_gradient_elements = [] {
     if constexpr (transposed_input_gradient) {
       constexpr index_t t_patch = kernel * kernel * out_channels, t_pixels = H * W;
-      constexpr index_t t_chunk = std::max<index_t>(1, (index_t(1) << 18) / (t_patch * t_pixels));
-      return t_patch * t_pixels * t_chunk + out_channels * patch;
+      return t_patch * t_pixels * chunk_samples_for(t_patch, t_pixels) + out_channels * patch;
     } else {
       return index_t(0);
     }
@@ -154,8 +158,7 @@ struct conv2d_layer {
     index_t side = std::max({patch, chunk_samples * pixels, kernel * kernel * out_channels});
     if constexpr (transposed_input_gradient) {
       constexpr index_t t_patch = kernel * kernel * out_channels, t_pixels = H * W;
-      side = std::max(side,
-                      std::max<index_t>(1, (index_t(1) << 18) / (t_patch * t_pixels)) * t_pixels);
+      side = std::max(side, chunk_samples_for(t_patch, t_pixels) * t_pixels);
     }
     return side;
   }();

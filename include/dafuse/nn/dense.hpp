@@ -52,8 +52,8 @@ struct dense {
   static constexpr index_t weight_cols = In;
 };
 
-//! Values of scratch a layer asks of its stack besides its outputs (nn/conv2d.hpp's image layers:
-//! a patch matrix, shared by the stack's layers; argmax indices, per sample): none for others.
+//! The longest side of the products a layer runs beyond its width (nn/conv2d.hpp: a chunk's
+//! patch columns): 0 for others.
 template <class L>
 constexpr index_t product_side_of() {
   if constexpr (requires { L::product_side; })
@@ -61,6 +61,8 @@ constexpr index_t product_side_of() {
   else
     return 0;
 }
+//! Values of scratch a layer asks of its stack besides its outputs (nn/conv2d.hpp's image layers:
+//! a patch matrix, shared by the stack's layers; argmax indices, per sample): none for others.
 template <class L>
 constexpr index_t patch_elements_of() {
   if constexpr (requires { L::patch_elements; })
