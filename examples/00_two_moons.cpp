@@ -61,6 +61,7 @@ df::data::dataset two_moons(
 }
 
 int main(int argc, char** argv) try {
+  examples::check_options(argc, argv, {"--seeds", "--steps"}, "[--seeds 5] [--steps 3000]");
   const long seeds = examples::option(argc, argv, "--seeds", 5);
   const long steps = examples::option(argc, argv, "--steps", 3000);
   const df::data::dataset source = two_moons(150, 0.05, 0, 0, df::data::domain::source);

@@ -69,6 +69,8 @@ int run(const df::data::dataset& mnist,
 }
 
 int main(int argc, char** argv) try {
+  examples::check_options(argc, argv, {"--seeds", "--steps", "--precision", "--data"},
+                          "[--seeds 5] [--steps 3000] [--precision fp32|bf16|fp16] [--data DIR]");
   const long seeds = examples::option(argc, argv, "--seeds", 5);
   const long steps = examples::option(argc, argv, "--steps", 3000);
   const std::string precision = examples::text_option(argc, argv, "--precision", "fp32");

@@ -32,6 +32,9 @@ using source_only_step = step_with<df::head::source_only<df::schedule::ganin>>;
 using dann_step = step_with<df::head::dann<df::schedule::ganin>>;
 
 int main(int argc, char** argv) try {
+  examples::check_options(argc, argv, {"--seeds", "--steps", "--source", "--target", "--data"},
+                          "[--seeds 5] [--steps 2000] [--source dvd] [--target books] "
+                          "[--data DIR]");
   const long seeds = examples::option(argc, argv, "--seeds", 5);
   const long steps = examples::option(argc, argv, "--steps", 2000);
   const std::string source_name = examples::text_option(argc, argv, "--source", "dvd");

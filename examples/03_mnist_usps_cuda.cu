@@ -48,6 +48,8 @@ std::pair<df::fit_result, double> timed_fit(const df::data::dataset& source,
 }
 
 int main(int argc, char** argv) try {
+  examples::check_options(argc, argv, {"--seeds", "--steps", "--compare-host", "--data"},
+                          "[--seeds 3] [--steps 3000] [--compare-host 1|0] [--data DIR]");
   const long seeds = examples::option(argc, argv, "--seeds", 3);
   const long steps = examples::option(argc, argv, "--steps", 3000);
   const bool compare_host = examples::text_option(argc, argv, "--compare-host", "1") != "0";

@@ -35,6 +35,9 @@ using step_with = df::train_step<net,
                                  df::optim::sgd>;
 
 int main(int argc, char** argv) try {
+  examples::check_options(argc, argv, {"--task", "--seeds", "--first-seed", "--steps", "--data"},
+                          "[--task mnist-usps|usps-mnist] [--seeds 5] [--first-seed 1] "
+                          "[--steps 3000] [--data DIR]");
   const long seeds = examples::option(argc, argv, "--seeds", 5);
   const long first_seed = examples::option(argc, argv, "--first-seed", 1);
   const long steps = examples::option(argc, argv, "--steps", 3000);

@@ -6,10 +6,37 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 namespace examples {
+
+//! Checks the whole command line before anything runs: each argument is `--name VALUE` with a
+//! name from `known`. `--help` prints `usage` and exits 0; an unknown name, or a name without its
+//! value, exits 2 with a message naming it (a misspelt option must not start a long default run).
+inline void check_options(int argc,
+                          char** argv,
+                          std::initializer_list<const char*> known,
+                          const char* usage) {
+  for (int i = 1; i < argc; i += 2) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::printf("usage: %s %s\n", argv[0], usage);
+      std::exit(0);
+    }
+    bool is_known = false;
+    for (const char* name : known) is_known = is_known || std::strcmp(argv[i], name) == 0;
+    if (!is_known) {
+      std::fprintf(stderr, "%s: unknown option '%s' (usage: %s %s)\n", argv[0], argv[i], argv[0],
+                   usage);
+      std::exit(2);
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s: %s: expected a value after it\n", argv[0], argv[i]);
+      std::exit(2);
+    }
+  }
+}
 
 //! Value of `--name N` on the command line, or `fallback`. Exits with a message on a bad value.
 inline long option(int argc, char** argv, const char* name, long fallback) {
