@@ -6,6 +6,7 @@
 #include <dafuse/train/reverse_validation.hpp>
 
 #include "../check.hpp"
+#include "blobs.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -30,18 +31,8 @@ using dann_step = step_of<df::head::dann<df::schedule::ganin>>;
 
 // Two Gaussian blobs, class = sign of the first coordinate; the target is shifted by `shift`.
 df::data::dataset blobs(df::data::domain side, float shift, df::index_t rows, std::uint32_t sub) {
-  df::counter_rng rng(5, df::rng_stream::synthetic_data, sub);
-  constexpr df::index_t width = 3;
-  df::data::host_array<float> x{{std::size_t(rows), std::size_t(width)},
-                                std::vector<float>(std::size_t(rows * width))};
-  std::vector<std::int32_t> y(static_cast<std::size_t>(rows));
-  for (df::index_t i = 0; i < rows; ++i) {
-    y[std::size_t(i)] = std::int32_t(i % 2);
-    for (df::index_t k = 0; k < width; ++k)
-      x.values[std::size_t(i * width + k)] =
-          0.6f * rng.normal<float>() + (k == 0 ? (i % 2 ? 1.f : -1.f) : 0.f) + shift;
-  }
-  return df::data::make_dataset("blobs", side, std::move(x), std::move(y));
+  return df::test::blobs({.seed = 5, .spread = 0.6f, .class0_mean = -1.f, .class1_mean = 1.f}, side,
+                         rows, 3, shift, "blobs", sub);
 }
 }  // namespace
 

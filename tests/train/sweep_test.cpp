@@ -6,6 +6,7 @@
 #include <dafuse/train/sweep.hpp>
 
 #include "../check.hpp"
+#include "blobs.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -31,18 +32,8 @@ using dann_step = df::train_step<net,
 
 // Two Gaussian blobs, class = sign of the first coordinate; the target is shifted by `shift`.
 df::data::dataset blobs(df::data::domain side, float shift, df::index_t rows, std::uint32_t sub) {
-  df::counter_rng rng(9, df::rng_stream::synthetic_data, sub);
-  constexpr df::index_t width = 3;
-  df::data::host_array<float> x{{std::size_t(rows), std::size_t(width)},
-                                std::vector<float>(std::size_t(rows * width))};
-  std::vector<std::int32_t> y(static_cast<std::size_t>(rows));
-  for (df::index_t i = 0; i < rows; ++i) {
-    y[std::size_t(i)] = std::int32_t(i % 2);
-    for (df::index_t k = 0; k < width; ++k)
-      x.values[std::size_t(i * width + k)] =
-          0.8f * rng.normal<float>() + (k == 0 ? (i % 2 ? 1.f : -1.f) : 0.f) + shift;
-  }
-  return df::data::make_dataset("blobs", side, std::move(x), std::move(y));
+  return df::test::blobs({.seed = 9, .spread = 0.8f, .class0_mean = -1.f, .class1_mean = 1.f}, side,
+                         rows, 3, shift, "blobs", sub);
 }
 
 const double not_a_number = std::numeric_limits<double>::quiet_NaN();
