@@ -489,8 +489,7 @@ def main():
         raise SystemExit("peers.py: --threads and --jobs take counts of at least 1")
     warnings.filterwarnings("ignore")
     import numpy as np
-    import torch
-    torch.set_num_threads(args.threads)
+    import torch  # for its version: the runs set their threads in init_worker
     versions = {"python": platform.python_version(), "torch": torch.__version__,
                 "numpy": np.__version__}
     for name in ("skada", "skorch", "pytorch_adapt"):
