@@ -429,7 +429,9 @@ TEST_CASE_TEMPLATE("host backward alpha scales only the input gradient and accum
   std::vector<double> grads1(pb.params.size()), dx1(pb.x.size());
   const double norm1 = run(grads1, dx1, 1.0, false);
 
-  // α = −0.7 (a reversal with λ = 0.7 folded in): δx scales, ∂L/∂θ and its norm do not.
+  // α = −0.7 (a reversal with λ = 0.7 folded in): δx scales, ∂L/∂θ and its norm do not. Bitwise:
+  // ∂L/∂θ comes from the same products (their split and order depend on shapes alone) and from
+  // row_sums, whose order does not depend on where `grads` lies.
   std::vector<double> grads2(pb.params.size()), dx2(pb.x.size(), 123.0);
   const double norm2 = run(grads2, dx2, -0.7, false);
   CHECK(norm2 == norm1);
@@ -668,14 +670,28 @@ TEST_CASE(
   });
 }
 
-TEST_CASE_TEMPLATE("row_sums writes Eigen's rowwise sum bit for bit, wherever the output lies",
+//! row_sums' order, one row at a time: m(i, 0), then groups of four columns as ((a + b) + (c + d)),
+//! then the columns left one by one.
+template <class T>
+T reference_row_sum(const std::vector<T>& m, index_t rows, index_t cols, index_t i) {
+  if (cols == 0) return T(0);
+  T s = m[std::size_t(i)];
+  const auto at = [&](index_t j) { return m[std::size_t(i + j * rows)]; };
+  index_t j = 1;
+  for (; j < ((cols - 1) & ~index_t(3)); j += 4)
+    s = s + ((at(j) + at(j + 1)) + (at(j + 2) + at(j + 3)));
+  for (; j < cols; ++j) s = s + at(j);
+  return s;
+}
+
+TEST_CASE_TEMPLATE("row_sums adds every row in one order, wherever the output lies",
                    T,
                    float,
                    double) {
-  // Which rows Eigen sums as packets depends on where the output starts (its assignment loop
-  // aligns the output first) and the order within a packet's sum on the column count, so every
-  // offset of a packet and column counts around its groups of four are covered; the values span
-  // magnitudes so that a different order changes the last bits.
+  // Eigen's rowwise sum gave the rows before the output's first aligned packet another order, so
+  // its bits depended on where the output lay and on the packet width (AVX2 against AVX-512):
+  // every offset from a 64-byte boundary and column counts around the groups of four are
+  // covered; the values span magnitudes so that a different order changes the last bits.
   dafuse::counter_rng rng{20261201, dafuse::rng_stream::user};
   for (const index_t rows : {1, 3, 15, 16, 17, 31, 64, 100, 256, 1030})
     for (const index_t cols : {0, 1, 2, 4, 5, 6, 7, 9, 63, 64, 65, 128}) {
@@ -683,22 +699,19 @@ TEST_CASE_TEMPLATE("row_sums writes Eigen's rowwise sum bit for bit, wherever th
       for (T& v : m)
         v = T(rng.uniform<double>(-1.0, 1.0) * std::exp2(rng.uniform<double>(-12, 12)));
       const host::matrix_map<T> map(m.data(), rows, cols);
+      std::vector<T> expected(static_cast<std::size_t>(rows));
+      for (index_t i = 0; i < rows; ++i)
+        expected[std::size_t(i)] = reference_row_sum(m, rows, cols, i);
       for (index_t offset = 0; offset < 16; ++offset) {
-        // Both outputs at the same offset from a 64-byte boundary.
-        const auto at_offset = [&](std::vector<T>& buffer) {
-          void* p = buffer.data();
-          std::size_t space = buffer.size() * sizeof(T);
-          return static_cast<T*>(std::align(64, sizeof(T), p, space)) + offset;
-        };
-        std::vector<T> expected_buffer(std::size_t(rows + 32)), got_buffer(std::size_t(rows + 32));
-        T* const expected = at_offset(expected_buffer);
-        T* const got = at_offset(got_buffer);
-        host::vector_map<T>(expected, rows).noalias() = map.rowwise().sum();
+        std::vector<T> buffer(std::size_t(rows + 32));
+        void* p = buffer.data();
+        std::size_t space = buffer.size() * sizeof(T);
+        T* const got = static_cast<T*>(std::align(64, sizeof(T), p, space)) + offset;
         host::row_sums(map, got);
         CAPTURE(rows);
         CAPTURE(cols);
         CAPTURE(offset);
-        REQUIRE(std::equal(got, got + rows, expected,
+        REQUIRE(std::equal(got, got + rows, expected.begin(),
                            [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; }));
       }
     }

@@ -189,65 +189,53 @@ struct finish_gradient {
   }
 };
 
-//! out(i) = Σ_j m(i, j), bit for bit what Eigen 3.4's `out = m.rowwise().sum()` writes, faster.
-//!
-//! Why not Eigen's: on a column-major m it reduces one packet of rows at a time across all the
-//! columns, one cache line per column 4 KiB apart for a 1024-row m. But its order is what the
-//! demo's headline was measured with, and a loop adding a column at a time changes the last bits,
-//! which moved the demo's DANN accuracy (adversarial training amplifies them; docs/benchmarks.md,
-//! "Each block finished where it was written"). So this keeps
-//! Eigen's order exactly and only changes how much of m is in flight: the rows Eigen gives its
-//! vectorised path (its assignment loop starts them where `out` is aligned to a packet and ends
-//! them at the last whole packet) are each summed as Eigen's packetwise reduction does,
+//! out(i) = Σ_j m(i, j), every row in one order, whatever the packet width and wherever m and out
+//! lie:
 //!   s = m(i, 0);  s += (m(i, j) + m(i, j+1)) + (m(i, j+2) + m(i, j+3)) for j = 1, 5, … while
-//!   j < (cols − 1) & ~3;  then s += m(i, j) for the columns left,
-//! `row_block` rows at a time (four lines of each column in flight, not one); the rows before and
-//! after them take Eigen's own scalar path, `m.row(i).sum()`. Each row's sum is the same
-//! sequence of additions whichever rows share a block, so the result does not depend on the
-//! blocking. dense_test checks it against Eigen bit for bit, over shapes and alignments of `out`.
+//!   j < (cols − 1) & ~3;  then s += m(i, j) for the columns left.
+//! That is the order of Eigen 3.4's vectorised `m.rowwise().sum()`, the one the demo's headline
+//! was measured with (adversarial training amplifies the last bits; docs/benchmarks.md, "Each
+//! block finished where it was written"). Eigen itself gives the rows before `out`'s first aligned
+//! packet and after its last one to scalar code with another order, so its sums depended on where
+//! the gradient buffer lay and on the packet's width: a bias gradient then differed between two
+//! calls on AVX2 (docs/testing.md, "Every instruction set"). Rows go `row_block` at a time, so
+//! four lines of each column are in flight, not one (a column-major m's columns are 4 KiB apart
+//! for a 1024-row m).
 template <class T>
 void row_sums(const matrix_map<T>& m, T* out) {
-  namespace ei = Eigen::internal;
-  constexpr index_t lanes = ei::packet_traits<T>::size;
-  // Other types (the mixed-precision formats) keep Eigen's call.
-  if constexpr (!std::is_floating_point_v<T> || !ei::packet_traits<T>::Vectorizable || lanes == 1) {
-    vector_map<T>(out, m.rows()).noalias() = m.rowwise().sum();
-  } else {
-    const index_t rows = m.rows(), cols = m.cols(), ld = m.outerStride();
-    if (cols == 0) {
-      std::fill(out, out + rows, T(0));
-      return;
-    }
-    // Where Eigen's assignment loop starts its packets (the default packet's alignment).
-    const index_t first = ei::first_default_aligned(out, rows);
-    const index_t last = first + (rows - first) / lanes * lanes;
-    for (index_t i = 0; i < first; ++i) out[i] = m.row(i).sum();
-    for (index_t i = last; i < rows; ++i) out[i] = m.row(i).sum();
-    const index_t quads_end = (cols - 1) & ~index_t(3);
-    const T* col = m.data();
-    const auto sum_rows = [&](index_t r0, auto rows_in_block) {
-      constexpr index_t count = decltype(rows_in_block)::value;
-      T s[count];
-      for (index_t r = 0; r < count; ++r) s[r] = col[r0 + r];
-      index_t j = 1;
-      for (; j < quads_end; j += 4) {
-        const T* c = col + j * ld + r0;
-        for (index_t r = 0; r < count; ++r)
-          s[r] = s[r] + ((c[r] + c[r + ld]) + (c[r + 2 * ld] + c[r + 3 * ld]));
-      }
-      for (; j < cols; ++j)
-        for (index_t r = 0; r < count; ++r) s[r] = s[r] + col[j * ld + r0 + r];
-      for (index_t r = 0; r < count; ++r) out[r0 + r] = s[r];
-    };
-    constexpr index_t row_block = detail::row_sums_packets * lanes;
-    index_t r0 = first;
-    for (; r0 + row_block <= last; r0 += row_block)
-      sum_rows(r0, std::integral_constant<index_t, row_block>{});
-    for (; r0 < last; r0 += lanes) sum_rows(r0, std::integral_constant<index_t, lanes>{});
+  const index_t rows = m.rows(), cols = m.cols(), ld = m.outerStride();
+  if (cols == 0) {
+    std::fill(out, out + rows, T(0));
+    return;
   }
+  const index_t quads_end = (cols - 1) & ~index_t(3);
+  const T* col = m.data();
+  const auto sum_rows = [&](index_t r0, auto rows_in_block) {
+    constexpr index_t count = decltype(rows_in_block)::value;
+    T s[count];
+    for (index_t r = 0; r < count; ++r) s[r] = col[r0 + r];
+    index_t j = 1;
+    for (; j < quads_end; j += 4) {
+      const T* c = col + j * ld + r0;
+      for (index_t r = 0; r < count; ++r)
+        s[r] = s[r] + ((c[r] + c[r + ld]) + (c[r + 2 * ld] + c[r + 3 * ld]));
+    }
+    for (; j < cols; ++j)
+      for (index_t r = 0; r < count; ++r) s[r] = s[r] + col[j * ld + r0 + r];
+    for (index_t r = 0; r < count; ++r) out[r0 + r] = s[r];
+  };
+  // Blocks of a fixed row count, so that each compiles to whole vectors; each row's sum is the
+  // same sequence of additions whichever block holds it.
+  constexpr index_t lanes = index_t(64 / sizeof(T));
+  constexpr index_t row_block = detail::row_sums_packets * lanes;
+  index_t r0 = 0;
+  for (; r0 + row_block <= rows; r0 += row_block)
+    sum_rows(r0, std::integral_constant<index_t, row_block>{});
+  for (; r0 + lanes <= rows; r0 += lanes) sum_rows(r0, std::integral_constant<index_t, lanes>{});
+  for (; r0 < rows; ++r0) sum_rows(r0, std::integral_constant<index_t, 1>{});
 }
 
-//! Writes ∂L/∂b = Σ_columns δz (row_sums: Eigen's order), rounded to the stored format, and
+//! Writes ∂L/∂b = Σ_columns δz (row_sums' order), rounded to the stored format, and
 //! returns its squared norm.
 template <class Layer, class T, class Products>
 double bias_gradient(const matrix_map<T>& dz, T* gw) {

@@ -108,7 +108,7 @@ inline constexpr index_t bf16_nc = 3072;
 
 // ---- Bias gradients (dense.hpp) ---------------------------------------------------------------
 
-//! Packets of rows that row_sums sums at a time: four lines of each column in flight, not one.
+//! Cache lines of rows that row_sums sums at a time: four lines of each column in flight, not one.
 // 2 cores, 1 thread, [1024, 64]: 13.8 -> 6.9 µs; docs/benchmarks.md "Input gradients read W"
 inline constexpr index_t row_sums_packets = 4;
 
