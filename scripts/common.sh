@@ -72,3 +72,96 @@ ensure_torch_venv() {
   fi
   torch_python="$dir/bin/python"
 }
+
+# ---- scripts/test --isa ------------------------------------------------------------------------
+
+# isa_note ISA: says what the run will test on this CPU (an x86 instruction set the CPU lacks
+# leaves the kernel tests skipped, status 77, not failed).
+isa_note() {
+  local want=""
+  case "$1" in
+    avx2) want="avx2 fma" ;;
+    avx512) want="avx512f avx512bw avx512vl avx512dq avx512_bf16" ;;
+    aarch64) echo "scripts/test --isa aarch64: cross-compiled, run under qemu-aarch64"; return ;;
+  esac
+  local flags lacking=()
+  flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
+  for f in $want; do grep -qw "$f" <<<"$flags" || lacking+=("$f"); done
+  if [ ${#lacking[@]} -gt 0 ]; then
+    echo "scripts/test --isa $1: this CPU lacks ${lacking[*]}: the tests built for it skip"
+  fi
+}
+
+# write_aarch64_cross_file DIR: a Meson cross file (in DIR-cross/) for Debian's aarch64 cross compiler, whose
+# programs Meson runs under qemu-aarch64; prints its path. Eigen and doctest are header-only: the
+# host's copies serve (doctest through a folder of its own, not all of /usr/include).
+write_aarch64_cross_file() {
+  local cross="$root/$1-cross" headers="$root/$1-cross/include"
+  mkdir -p "$headers"
+  ln -sfn /usr/include/doctest "$headers/doctest"
+  cat >"$cross/cross.ini" <<CROSS
+[binaries]
+cpp = 'aarch64-linux-gnu-g++'
+strip = 'aarch64-linux-gnu-strip'
+pkgconfig = 'pkg-config'
+exe_wrapper = ['qemu-aarch64', '-L', '/usr/aarch64-linux-gnu']
+
+[properties]
+pkg_config_libdir = ['/usr/share/pkgconfig']
+
+[built-in options]
+cpp_args = ['-isystem', '$headers']
+
+[host_machine]
+system = 'linux'
+cpu_family = 'aarch64'
+cpu = 'aarch64'
+endian = 'little'
+CROSS
+  echo "$cross/cross.ini"
+}
+
+# unit_tests DIR ISA: the names of the tests the run covers. On x86, the 'kernels' suite: the
+# unit tests built for the chosen instruction set (the others are the default build's). Under
+# qemu (aarch64), where everything is built for Arm: the unit suite's compiled tests (no script
+# that runs a program of this build itself), less the training-heavy parts.
+unit_tests() {
+  python3 - "$1" "$2" <<'PY'
+import json, os, subprocess, sys
+build, isa = os.path.realpath(sys.argv[1]), sys.argv[2]
+tests = json.loads(subprocess.check_output(["meson", "introspect", "--tests", build]))
+emulated_skip = {"step", "step_combinations", "step_allocation", "train"}
+for t in tests:
+    suites = {s.split(":")[-1] for s in t["suite"]}  # introspection says "dafuse:unit"
+    if ("unit" if isa == "aarch64" else "kernels") not in suites:
+        continue
+    compiled = os.path.realpath(t["cmd"][0]).startswith(build + os.sep)
+    if isa == "aarch64" and (not compiled or t["name"] in emulated_skip):
+        continue
+    print(t["name"])
+PY
+}
+
+# suite_tests DIR SUITE: the names of a suite's tests.
+suite_tests() {
+  meson introspect --tests "$1" | python3 -c '
+import json, sys
+for t in json.load(sys.stdin):
+    if sys.argv[1] in {s.split(":")[-1] for s in t["suite"]}:
+        print(t["name"])' "$2"
+}
+
+# built_by_tests DIR NAME...: the build's outputs those tests run or read (Ninja targets).
+built_by_tests() {
+  python3 - "$@" <<'PY'
+import json, os, subprocess, sys
+build, names = os.path.realpath(sys.argv[1]), set(sys.argv[2:])
+tests = json.loads(subprocess.check_output(["meson", "introspect", "--tests", build]))
+for t in tests:
+    if t["name"] in names:
+        for part in t["cmd"]:
+            path = os.path.realpath(part)
+            if path.startswith(build + os.sep) and os.path.exists(os.path.dirname(path)):
+                print(os.path.relpath(path, build))
+PY
+}
