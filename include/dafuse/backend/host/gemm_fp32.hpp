@@ -109,18 +109,27 @@ template <bool IContiguous>
 void pack_fp32(float* out, index_t width, const float* x, index_t ld, index_t count, index_t k) {
   using V = fp32_simd;
   constexpr index_t lanes = V::lanes;
+  // Step p's `width - s` values at out + p·width + s. A panel narrower than a vector (B's: 6 of
+  // AVX2's 8 lanes, 12 of AVX-512's 16) is stored a whole vector a step, each spilling into the
+  // next step, which is stored after it; only the last step is masked (AVX2's masked stores cost
+  // several times a store).
+  const auto store = [&](index_t p, index_t s, typename V::reg x) {
+    if (width - s >= lanes || (width < lanes && p + 1 < k))
+      V::storeu(out + p * width + s, x);
+    else
+      V::mask_storeu(out + p * width + s, V::first_lanes(width - s), x);
+  };
   if constexpr (IContiguous) {
     for (index_t p = 0; p < k; ++p)
       for (index_t s = 0; s < width; s += lanes)
-        store_first<V>(out + p * width + s, width - s, load_first<V>(x + p * ld + s, count - s));
+        store(p, s, load_first<V>(x + p * ld + s, count - s));
   } else {
     for (index_t s = 0; s < width; s += lanes) {
       for (index_t p0 = 0; p0 < k; p0 += lanes) {
         typename V::reg r[lanes];
         V::load_transposed(x + s * ld + p0, ld, k - p0, count - s, r);
         const index_t valid = std::min<index_t>(lanes, k - p0);
-        for (index_t p = 0; p < valid; ++p)
-          store_first<V>(out + (p0 + p) * width + s, width - s, r[p]);
+        for (index_t p = 0; p < valid; ++p) store(p0 + p, s, r[p]);
       }
     }
   }
@@ -145,12 +154,19 @@ struct a_in_place {
   const float* source;
   index_t ld;
   typename V::mask rows[Vectors];
+  bool whole[Vectors];  // all the vector's lanes are rows
   a_in_place(const float* source_, index_t ld_, index_t count) : source(source_), ld(ld_) {
-    for (int v = 0; v < Vectors; ++v) rows[v] = V::first_lanes(count - V::lanes * v);
+    for (int v = 0; v < Vectors; ++v) {
+      rows[v] = V::first_lanes(count - V::lanes * v);
+      whole[v] = count - V::lanes * v >= V::lanes;
+    }
   }
   void ask_ahead(index_t) const {}
   V::reg load(index_t p, int v) const {
-    return V::maskz_loadu(rows[v], source + p * ld + V::lanes * v);
+    const float* x = source + p * ld + V::lanes * v;
+    if constexpr (V::masked_loads_cost)
+      if (whole[v]) return V::loadu(x);
+    return V::maskz_loadu(rows[v], x);
   }
 };
 

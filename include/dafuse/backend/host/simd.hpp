@@ -129,6 +129,8 @@ struct avx512 {
   using reg = __m512;
   using mask = __mmask16;
   static constexpr int lanes = 16;
+  //! Whether a masked load is worth avoiding where all lanes are wanted (not with mask registers).
+  static constexpr bool masked_loads_cost = false;
   static mask first_lanes(index_t count) { return detail::first_lanes(count); }
   static reg setzero() { return _mm512_setzero_ps(); }
   static reg set1(float x) { return _mm512_set1_ps(x); }
@@ -186,6 +188,9 @@ struct avx2 {
   using reg = __m256;
   using mask = __m256i;
   static constexpr int lanes = 8;
+  //! vmaskmovps loads cost more than plain loads in a micro-kernel's loop (Zen 4: 1.1× on a
+  //! [16, 256]·[256, 128] product read in place; docs/benchmarks.md "fp32 products on AVX2").
+  static constexpr bool masked_loads_cost = true;
   //! The mask of the first min(count, 8) lanes (none for count ≤ 0).
   static mask first_lanes(index_t count) {
     const int n = int(std::clamp<index_t>(count, 0, 8));
