@@ -391,7 +391,7 @@ inline bool fp32_product_transposed_a_in_place(fp32_panels& p,
 //! there). Returns false, doing nothing, for any other shape.
 //!
 //! Why: blocked_product packs both operands first, and for moons' products ([15, 64]
-//! activations, [15, 15] weights, 64 samples) that packing, with its 16×16 transposes of a
+//! activations, [15, 15] weights, 64 samples) that packing, with its lanes×lanes transposes of a
 //! transposed B, cost about what the multiply-adds do. Read in place, A's columns are one or two
 //! vectors each and B's values broadcasts; such small operands are in L1 either way.
 template <bool TransB>

@@ -102,15 +102,16 @@ struct fp32_blocking_avx512 {
 };
 
 //! The same for the AVX2 + FMA kernel ([16, 6] tiles of ymm registers): kc = 256 keeps a packed
-//! [kc, nr] micro-panel of B in L1 (6 KiB of 32 on Zen 3) and mc = 192 the block of A in L2.
+//! [kc, nr] micro-panel of B in L1 (6 KiB of 32) and mc = 192 the block of A in L2 (192 KiB of
+//! Zen 3's 512); the thresholds are AVX-512's, untuned.
 struct fp32_blocking_avx2 {
-  // 2 cores (Zen 4, x86-64-v3 build), 1 thread, 2048³: not tuned yet; docs/benchmarks.md "AVX2"
+  // Zen 4, v3 build, 2048³: kc 128-512 within noise; docs/benchmarks.md "fp32 products on AVX2"
   static constexpr index_t kc = 256;
-  // 2 cores (Zen 4, x86-64-v3 build), 1 thread, 2048³: not tuned yet; docs/benchmarks.md "AVX2"
+  // Zen 4, v3 build, 2048³: mc 96 or 384 within noise; docs/benchmarks.md "fp32 products on AVX2"
   static constexpr index_t mc = 192;
   // as fp32_blocking_avx512::nc, not tuned; docs/benchmarks.md "fp32 products on AVX2 + FMA"
   static constexpr index_t nc = 3072;
-  // as fp32_blocking_avx512: the same L2; docs/benchmarks.md "fp32 products on AVX2 + FMA"
+  // half a 1 MiB L2, as fp32_blocking_avx512, not tuned; docs/benchmarks.md "fp32 products on AVX2"
   static constexpr double in_place_min_bytes = 512.0 * 1024;
   // as fp32_blocking_avx512, not tuned; docs/benchmarks.md "fp32 products on AVX2 + FMA"
   static constexpr index_t pack_a_distance = 16;
