@@ -113,11 +113,11 @@ void pack_fp32(float* out, index_t width, const float* x, index_t ld, index_t co
   // AVX2's 8 lanes, 12 of AVX-512's 16) is stored a whole vector a step, each spilling into the
   // next step, which is stored after it; only the last step is masked (AVX2's masked stores cost
   // several times a store).
-  const auto store = [&](index_t p, index_t s, typename V::reg x) {
+  const auto store = [&](index_t p, index_t s, typename V::reg values) {
     if (width - s >= lanes || (width < lanes && p + 1 < k))
-      V::storeu(out + p * width + s, x);
+      V::storeu(out + p * width + s, values);
     else
-      V::mask_storeu(out + p * width + s, V::first_lanes(width - s), x);
+      V::mask_storeu(out + p * width + s, V::first_lanes(width - s), values);
   };
   if constexpr (IContiguous) {
     for (index_t p = 0; p < k; ++p)
@@ -154,18 +154,20 @@ struct a_in_place {
   const float* source;
   index_t ld;
   typename V::mask rows[Vectors];
-  bool whole[Vectors];  // all the vector's lanes are rows
+  bool last_whole;  // the last vector's lanes are all rows
   a_in_place(const float* source_, index_t ld_, index_t count) : source(source_), ld(ld_) {
-    for (int v = 0; v < Vectors; ++v) {
-      rows[v] = V::first_lanes(count - V::lanes * v);
-      whole[v] = count - V::lanes * v >= V::lanes;
-    }
+    for (int v = 0; v < Vectors; ++v) rows[v] = V::first_lanes(count - V::lanes * v);
+    last_whole = count >= V::lanes * Vectors;
   }
   void ask_ahead(index_t) const {}
   V::reg load(index_t p, int v) const {
     const float* x = source + p * ld + V::lanes * v;
-    if constexpr (V::masked_loads_cost)
-      if (whole[v]) return V::loadu(x);
+    if constexpr (V::masked_loads_cost) {
+      // Every vector but the last is whole (count > lanes·(Vectors − 1)): plain loads, and one
+      // mask live, so that 12 sums, 2 of A, a broadcast and the mask fit AVX2's 16 registers.
+      if (v < Vectors - 1 || last_whole) return V::loadu(x);
+      return V::maskz_loadu(rows[Vectors - 1], x);
+    }
     return V::maskz_loadu(rows[v], x);
   }
 };
