@@ -262,6 +262,9 @@ template <int Vectors, int Cols, class A, class B>
 #pragma GCC unroll 2
     for (int v = 0; v < Vectors; ++v) acc[v][j] = V::setzero();
   prefetch_tile_for_write<V, Vectors, nr>(c, ldc, nv);
+  // α and β wait in memory during the loop over k: left in registers, GCC 12 kept them there and
+  // spilled one of AVX2's sums instead (12 sums, 2 of A and a broadcast fill 15 of 16 ymm).
+  asm("" : "+m"(alpha), "+m"(beta));
   for (index_t p = 0; p < k; ++p) {
     a.ask_ahead(p);
     reg av[Vectors];
