@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // bf16 products (backend/host/gemm_bf16.hpp) against dafuse's fp32 products (gemm.hpp: the
-// AVX-512 kernel of gemm_fp32.hpp, or Eigen's where the compiler does not target AVX-512) on one
+// AVX-512 or AVX2 kernel of gemm_fp32.hpp, or Eigen's where the compiler targets neither) on one
 // thread, for the shapes of a DANN step on MNIST-sized inputs (batch 128, widths
 // 784 → 256 → 256, heads of 10 and 64) and square 512³ and 1024³; Eigen's own Eigen::bfloat16
 // product on two shapes for reference. Each entry: the median GFLOP/s of many timed repetitions
@@ -157,9 +157,9 @@ int main(int argc, char** argv) {
   std::printf("ceiling: independent vdpbf16ps in registers, one thread: %.1f GFLOP/s\n",
               vdpbf16ps_peak_gflops());
 #endif
-  std::printf("gemm_bf16 (%s) vs gemm fp32 (%s), one thread, median of %d, GFLOP/s\n",
+  std::printf("gemm_bf16 (%s) vs gemm fp32 (%s kernel), one thread, median of %d, GFLOP/s\n",
               host::bf16_products_native ? "AVX512-BF16 vdpbf16ps" : "portable: fp32 gemm",
-              host::fp32_products_native ? "AVX-512 kernel" : "Eigen's kernel", reps);
+              host::fp32_kernel_name, reps);
   std::printf("| %-28s | %17s | %8s | %8s | %6s | %10s |\n", "product", "    m     n     k", "fp32",
               "bf16", "ratio", "Eigen bf16");
   for (const shape& s : shapes) {

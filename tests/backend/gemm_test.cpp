@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tests for backend/host/gemm.hpp (with the partition.hpp and thin_products.hpp it includes, and
-// the AVX-512 fp32 kernel of gemm_fp32.hpp behind it)
+// the fp32 kernel of gemm_fp32.hpp behind it: AVX-512 natively, AVX2 + FMA in an x86-64-v3 build)
 // against a naive product in double: fp32 and fp64, all four op combinations, sizes that are no
 // multiple of any register tile or block, leading dimensions larger than the rows, α ≠ 1,
 // β ∈ {0, 1, 0.5}, NaN in C with β = 0, k = 0, products with a side of 1 (thin_product), the
@@ -119,8 +119,10 @@ std::vector<T> check_product(index_t m,
 
 template <class T, op OpA, op OpB>
 void check_all_sizes() {
-  // Around the register tiles (fp32 kernel: 32 × 12; Eigen's: 16-ish) and a size of none.
-  const index_t sizes[] = {1, 2, 12, 13, 16, 17, 32, 33, 100};
+  // Around the register tiles (fp32 kernel: 32 × 12 on AVX-512, 16 × 6 on AVX2; Eigen's:
+  // 16-ish), each edge tile of an AVX2 vector of rows (1-7) and of its columns (1-5), and a size
+  // of none.
+  const index_t sizes[] = {1, 2, 5, 7, 8, 9, 12, 13, 16, 17, 32, 33, 100};
   for (index_t m : sizes)
     for (index_t n : sizes)
       for (index_t k : {index_t(1), index_t(3), index_t(17), index_t(100)}) {
@@ -643,8 +645,18 @@ TEST_CASE("fp32_products_native says which path is compiled in") {
 #if defined(__AVX512F__) && !defined(__CUDACC__)
   CHECK(host::fp32_products_native);
   CHECK(host::gemm_workspace<float>::native);
+  CHECK(std::string(host::fp32_kernel_name) == "AVX-512");
+  CHECK(host::gemm_workspace<float>::row_tile == 32);
+  CHECK(host::gemm_workspace<float>::col_tile == 12);
+#elif defined(__AVX2__) && defined(__FMA__) && !defined(__CUDACC__)
+  CHECK(host::fp32_products_native);
+  CHECK(host::gemm_workspace<float>::native);
+  CHECK(std::string(host::fp32_kernel_name) == "AVX2+FMA");
+  CHECK(host::gemm_workspace<float>::row_tile == 16);
+  CHECK(host::gemm_workspace<float>::col_tile == 6);
 #else
   CHECK_FALSE(host::fp32_products_native);
+  CHECK(std::string(host::fp32_kernel_name) == "Eigen");
 #endif
   CHECK_FALSE(host::gemm_workspace<double>::native);
 }
@@ -710,7 +722,8 @@ TEST_CASE("A packed by its panels' first tiles gives the bits of A packed ahead"
   // blocked_product does not pack a block of an untransposed A of 128 terms or more ahead: each
   // panel's first tile reads it where it lies and packs it as it multiplies (packing_a). C and
   // the sum of squares must be what packing ahead gives, bit for bit: m with a last panel of
-  // ≤ 16 and of 17-31 rows and past one block (mc = 192), n from 1 to past one tile column,
+  // at most one vector and of more (AVX-512: ≤ 16, 17-31; AVX2: ≤ 8, 9-15 rows) and past one
+  // block (mc = 192), n from 1 to past one tile column (AVX-512's 12, AVX2's 6),
   // k of 127 (packed ahead either way), 128, and 300 (a block packed in tiles, then one of 44
   // packed ahead), A's and C's leading dimensions past their rows, α ≠ 1, β ∈ {0, 1, 0.5} and
   // NaN in C at β = 0.
@@ -723,8 +736,8 @@ TEST_CASE("A packed by its panels' first tiles gives the bits of A packed ahead"
                                               blocked_with<detail::fp32_kernel>{alpha, beta},
                                               blocked_with<fp32_kernel_packing_ahead>{alpha, beta});
   };
-  for (const index_t m : {5, 17, 32, 131, 200})
-    for (const index_t n : {1, 7, 12, 13, 64})
+  for (const index_t m : {5, 17, 32, 45, 131, 200})
+    for (const index_t n : {1, 3, 5, 7, 12, 13, 64})
       for (const index_t k : {127, 128, 300}) {
         both_ways(m, n, k, 1.0f, 0.0f, true, std::false_type{});
         both_ways(m, n, k, -0.75f, 1.0f, false, std::true_type{});
@@ -774,11 +787,12 @@ struct guarded_operands {
 };
 
 TEST_CASE("a product of one panel and one block of terms reads both operands in place") {
-  // C = α·A·op(B) + β·C with m ≤ 32 rows and k ≤ 256 terms runs with neither operand packed
-  // (fp32_product_in_place). It must give what blocked_product gives, C and Σ c² bit for bit,
-  // padding included: m around the 16- and 32-row tiles, n around the 12-column tiles, k up to a
-  // whole block, B transposed or not, leading dimensions past the rows, α ≠ 1, β ∈ {0, 1, 0.5}
-  // and NaN in C at β = 0. In the step these are moons' products and the classifiers'.
+  // C = α·A·op(B) + β·C with m ≤ mr rows (32 on AVX-512, 16 on AVX2) and k ≤ kc terms runs
+  // with neither operand packed (fp32_product_in_place). It must give what blocked_product gives,
+  // C and Σ c² bit for bit, padding included: m around one and two vectors of rows, n around the
+  // tile's columns (12 or 6) and each narrower tile, k up to a whole block, B transposed or not,
+  // leading dimensions past the rows, α ≠ 1, β ∈ {0, 1, 0.5} and NaN in C at β = 0. In the step
+  // these are moons' products and the classifiers'.
   namespace detail = host::detail;
   const auto in_place = [](float alpha, float beta) {
     return [=]<bool TransB>(detail::fp32_panels&, const matrix<float>& a, const matrix<float>& b,
@@ -793,9 +807,11 @@ TEST_CASE("a product of one panel and one block of terms reads both operands in 
     check_same_bits<decltype(trans_b)::value>(m, n, k, alpha, beta, nan_in_c, in_place(alpha, beta),
                                               blocked_with<detail::fp32_kernel>{alpha, beta});
   };
-  for (const index_t m : {1, 2, 15, 16, 17, 31, 32})
-    for (const index_t n : {1, 5, 12, 13, 64})
-      for (const index_t k : {1, 15, 64, 256}) {
+  constexpr index_t lanes = detail::fp32_simd::lanes, mr = detail::fp32_mr, nr = detail::fp32_nr;
+  for (const index_t m : {index_t(1), index_t(2), lanes - 1, lanes, lanes + 1, mr - 1, mr})
+    for (const index_t n : {index_t(1), index_t(2), index_t(3), index_t(4), index_t(5), nr - 1, nr,
+                            nr + 1, index_t(64)})
+      for (const index_t k : {index_t(1), index_t(15), index_t(64), detail::fp32_kc}) {
         both_ways(m, n, k, 1.0f, 0.0f, true, std::false_type{});
         both_ways(m, n, k, -0.75f, 1.0f, false, std::true_type{});
         both_ways(m, n, k, 1.5f, 0.5f, false, std::false_type{});
@@ -823,11 +839,13 @@ TEST_CASE("a product of one panel and one block of terms reads both operands in 
   }
   // Other shapes decline and leave C alone: a second panel of rows, a second block of terms, an
   // empty side.
-  std::vector<float> a(33 * 257, 1.0f), b(257 * 4, 1.0f), c(33 * 4, 7.0f);
-  CHECK_FALSE(detail::fp32_product_in_place<false>(33, 4, 8, 1.0f, a.data(), 33, b.data(), 8, 0.0f,
-                                                   c.data(), 33, nullptr));
-  CHECK_FALSE(detail::fp32_product_in_place<false>(8, 4, 257, 1.0f, a.data(), 8, b.data(), 257,
-                                                   0.0f, c.data(), 8, nullptr));
+  constexpr index_t kc = detail::fp32_kc;
+  std::vector<float> a(std::size_t((mr + 1) * (kc + 1)), 1.0f), b(std::size_t((kc + 1) * 4), 1.0f),
+      c(std::size_t((mr + 1) * 4), 7.0f);
+  CHECK_FALSE(detail::fp32_product_in_place<false>(mr + 1, 4, 8, 1.0f, a.data(), mr + 1, b.data(),
+                                                   8, 0.0f, c.data(), mr + 1, nullptr));
+  CHECK_FALSE(detail::fp32_product_in_place<false>(8, 4, kc + 1, 1.0f, a.data(), 8, b.data(),
+                                                   kc + 1, 0.0f, c.data(), 8, nullptr));
   CHECK_FALSE(detail::fp32_product_in_place<false>(8, 4, 0, 1.0f, a.data(), 8, b.data(), 1, 0.0f,
                                                    c.data(), 8, nullptr));
   CHECK(std::all_of(c.begin(), c.end(), [](float v) { return v == 7.0f; }));
@@ -836,10 +854,10 @@ TEST_CASE("a product of one panel and one block of terms reads both operands in 
 TEST_CASE("an input-gradient product with a large A reads it in place and gives the packed bits") {
   // C = α·Aᵀ·B + β·C with A of fp32_in_place_min_bytes or more runs as Cᵀ = Bᵀ·A with A's columns
   // broadcast in place. It must give what blocked_product (which packs A) gives, bit for bit, and
-  // match the double product: n around the 32- and 16-row panels of Bᵀ and up to one block (mc =
-  // 192), m no multiple of the 12-column tiles, k across several kc = 256 blocks, leading
-  // dimensions past the rows, α ≠ 1, β ∈ {0, 1, 0.5} and NaN in C at β = 0. In the step this is
-  // δx = Wᵀ·δz of office-head's 1024-wide layers.
+  // match the double product: n around the 32- and 16-row panels of Bᵀ (AVX2: 16 and 8) and up
+  // to one block (mc = 192), m no multiple of the 12- or 6-column tiles, k across several kc = 256
+  // blocks, leading dimensions past the rows, α ≠ 1, β ∈ {0, 1, 0.5} and NaN in C at β = 0. In the
+  // step this is δx = Wᵀ·δz of office-head's 1024-wide layers.
   namespace detail = host::detail;
   const auto transposed_in_place = [](index_t m, index_t n, index_t k, float alpha, float beta,
                                       bool nan_in_c) {
@@ -864,7 +882,7 @@ TEST_CASE("an input-gradient product with a large A reads it in place and gives 
     // Every value, padding included (NaN compares unequal, so compare the bits).
     REQUIRE(std::memcmp(c.v.data(), packed.v.data(), c.v.size() * sizeof(float)) == 0);
   };
-  for (const index_t n : {2, 16, 17, 32, 48, 64, 70, 192})
+  for (const index_t n : {2, 7, 9, 16, 17, 32, 48, 64, 70, 192})
     for (const auto& [m, k] : {std::pair<index_t, index_t>{640, 1024}, {131, 1001}}) {
       transposed_in_place(m, n, k, 1.0f, 0.0f, true);
       transposed_in_place(m, n, k, -0.75f, 1.0f, false);
@@ -896,8 +914,10 @@ TEST_CASE("an input-gradient product with a large A reads it in place and gives 
   std::vector<float> a(1024 * 1024, 1.0f), b(1024 * 256, 1.0f), c(1024 * 256, 7.0f);
   CHECK_FALSE(detail::fp32_product_transposed_a_in_place(p, 100, 64, 1024, 1.0f, a.data(), 1024,
                                                          b.data(), 1024, 0.0f, c.data(), 100));
-  CHECK_FALSE(detail::fp32_product_transposed_a_in_place(p, 1024, 193, 1024, 1.0f, a.data(), 1024,
-                                                         b.data(), 1024, 0.0f, c.data(), 1024));
+  static_assert(detail::fp32_mc < 256);
+  CHECK_FALSE(detail::fp32_product_transposed_a_in_place(p, 1024, detail::fp32_mc + 1, 1024, 1.0f,
+                                                         a.data(), 1024, b.data(), 1024, 0.0f,
+                                                         c.data(), 1024));
   // An empty side: nothing to do here (gemm returns before), so it declines too.
   CHECK_FALSE(detail::fp32_product_transposed_a_in_place(p, 1024, 0, 1024, 1.0f, a.data(), 1024,
                                                          b.data(), 1024, 0.0f, c.data(), 1024));

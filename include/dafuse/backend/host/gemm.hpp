@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file backend/host/gemm.hpp
-//! @brief Matrix products with packing buffers allocated once: fp32 on dafuse's AVX-512 kernel
-//! (gemm_fp32.hpp) where the compiler targets AVX-512F, everything else on Eigen's GEMM kernel.
+//! @brief Matrix products with packing buffers allocated once: fp32 on dafuse's own kernel
+//! (gemm_fp32.hpp) where the compiler targets AVX-512F or AVX2 + FMA, everything else on Eigen's
+//! GEMM kernel.
 //!
 //! Eigen's `a.noalias() = b * c` allocates its packing buffers on every call once they pass
 //! EIGEN_STACK_ALLOCATION_LIMIT, and its OpenMP path allocates on every call whatever the size.
@@ -43,7 +44,8 @@ namespace dafuse::backend::host {
 template <class T>
 class gemm_workspace {
  public:
-  //! Whether products run on dafuse's AVX-512 fp32 kernel (gemm_fp32.hpp) rather than Eigen's.
+  //! Whether products run on dafuse's fp32 kernel (gemm_fp32.hpp: AVX-512 or AVX2 + FMA) rather
+  //! than Eigen's.
   static constexpr bool native = std::is_same_v<T, float> && fp32_products_native;
   using blocking_type = Eigen::internal::gemm_blocking_space<Eigen::ColMajor,
                                                              T,
@@ -95,8 +97,8 @@ class gemm_workspace {
     return room_.scratch(col_tile);
   }
 
-  //! Threads split C in whole register tiles: dafuse's kernel's 32 rows or 12 columns, 16 for
-  //! Eigen's.
+  //! Threads split C in whole register tiles: dafuse's kernel's mr rows or nr columns (32 × 12 on
+  //! AVX-512, 16 × 6 on AVX2), 16 for Eigen's.
   static constexpr index_t row_tile = native ? detail::fp32_mr : 16;
   static constexpr index_t col_tile = native ? detail::fp32_nr : 16;
   //! How gemm() splits C[m, n] = op(A)[m, k]·op(B)[k, n] among this workspace's threads.

@@ -158,7 +158,7 @@ template <int Vectors>
   for (int j = 0; j < nr; ++j)
 #pragma GCC unroll 2
     for (int v = 0; v < Vectors; ++v) acc[v][j] = _mm512_setzero_ps();
-  prefetch_tile_for_write<Vectors, nr>(c, ldc, nv);
+  prefetch_tile_for_write<avx512, Vectors, nr>(c, ldc, nv);
   for (index_t q = 0; q < pairs; ++q) {
     __m512bh av[Vectors];
 #pragma GCC unroll 2
@@ -171,7 +171,7 @@ template <int Vectors>
       for (int v = 0; v < Vectors; ++v) acc[v][j] = _mm512_dpbf16_ps(acc[v][j], av[v], bj);
     }
   }
-  store_tile_and_square<Vectors, nr>(acc, alpha, beta, c, ldc, mv, nv, squares);
+  store_tile_and_square<avx512, Vectors, nr>(acc, alpha, beta, c, ldc, mv, nv, squares);
 }
 
 //! One thread's packing buffers: a [mc, kc] block of A and a [kc, nc] block of B, as k-pairs.
@@ -179,6 +179,7 @@ using bf16_panels = packed_panels<std::uint32_t>;
 
 //! The bf16 kernel for blocked_product (simd.hpp): k-pairs of bf16 in 32-bit words.
 struct bf16_kernel {
+  using simd = avx512;
   using packed = std::uint32_t;
   static constexpr index_t mr = bf16_mr, nr = bf16_nr;
   static constexpr index_t steps(index_t kc) { return (kc + 1) / 2; }

@@ -77,25 +77,47 @@ inline constexpr index_t outer_product_prefetch_columns = 2;
 // 2 cores, 1 thread, [1024, 1024]·[1024, 64]: 875 -> 775-790 µs; docs/benchmarks.md "What limits"
 inline constexpr index_t pack_a_columns = 16;
 
-//! The fp32 kernel's blocking: kc = 256 keeps a packed [kc, nr] micro-panel of B in L1 (12 KiB
-//! of 48) while the packed [mc, kc] block of A (mc = 192: 192 KiB) streams from L2 (1 MiB).
-// 2 cores, office-head: kc = 128 no faster; docs/benchmarks.md "What limits each configuration"
-inline constexpr index_t fp32_kc = 256;
-// 2 cores, digits-mlp: mc = 256 within noise (+1.0 to -2.8 %); docs/benchmarks.md "Each module on"
-inline constexpr index_t fp32_mc = 192;
-// 2 cores: wider than the suite's products, not tuned; docs/benchmarks.md "fp32 products"
-inline constexpr index_t fp32_nc = 3072;
+//! The fp32 kernel's blocking and its thresholds, one set per instruction set: gemm_fp32.hpp
+//! picks the set of the kernel it compiles (fp32_kc, fp32_mc, ... there).
+struct fp32_blocking_avx512 {
+  //! kc = 256 keeps a packed [kc, nr] micro-panel of B in L1 (12 KiB of 48) while the packed
+  //! [mc, kc] block of A (mc = 192: 192 KiB) streams from L2 (1 MiB).
+  // 2 cores, office-head: kc = 128 no faster; docs/benchmarks.md "What limits each configuration"
+  static constexpr index_t kc = 256;
+  // 2 cores, digits-mlp: mc = 256 within noise (+1.0 to -2.8 %); docs/benchmarks.md "Each module"
+  static constexpr index_t mc = 192;
+  // 2 cores: wider than the suite's products, not tuned; docs/benchmarks.md "fp32 products"
+  static constexpr index_t nc = 3072;
 
-//! An Aᵀ·B product reads A in place from this many bytes of A on: half the L2 (1 MiB).
-// 2 cores, office-head: input gradient 531-533 -> 518-521 µs; docs/benchmarks.md "Input gradients"
-inline constexpr double fp32_in_place_min_bytes = 512.0 * 1024;
+  //! An Aᵀ·B product reads A in place from this many bytes of A on: half the L2 (1 MiB).
+  // 2 cores, office-head: input gradient 531-533 -> 518-521 µs; docs/benchmarks.md "Input grad"
+  static constexpr double in_place_min_bytes = 512.0 * 1024;
 
-//! Steps ahead at which a panel packed by its first tile asks for A's lines.
-// 2 cores, the step: a distance of 32 or 64 slower; docs/benchmarks.md "A's panels packed"
-inline constexpr index_t fp32_pack_a_distance = 16;
-//! Terms from which a block of A is packed by its panels' first tiles rather than ahead of them.
-// 2 cores, 1 thread, 64 terms: 353-358 µs ahead, 361-376 in tiles; docs/benchmarks.md "A's panels"
-inline constexpr index_t fp32_pack_a_in_tiles_min_terms = 128;
+  //! Steps ahead at which a panel packed by its first tile asks for A's lines.
+  // 2 cores, the step: a distance of 32 or 64 slower; docs/benchmarks.md "A's panels packed"
+  static constexpr index_t pack_a_distance = 16;
+  //! Terms from which a block of A is packed by its panels' first tiles rather than ahead of them.
+  // 2 cores, 1 thread, 64 terms: 353-358 µs ahead, 361-376 in tiles; docs/benchmarks.md "A's"
+  static constexpr index_t pack_a_in_tiles_min_terms = 128;
+};
+
+//! The same for the AVX2 + FMA kernel ([16, 6] tiles of ymm registers): kc = 256 keeps a packed
+//! [kc, nr] micro-panel of B in L1 (6 KiB of 32) and mc = 192 the block of A in L2 (192 KiB of
+//! Zen 3's 512); the thresholds are AVX-512's, untuned.
+struct fp32_blocking_avx2 {
+  // Zen 4, v3 build, 2048³: kc 128-512 within noise; docs/benchmarks.md "fp32 products on AVX2"
+  static constexpr index_t kc = 256;
+  // Zen 4, v3 build, 2048³: mc 96 or 384 within noise; docs/benchmarks.md "fp32 products on AVX2"
+  static constexpr index_t mc = 192;
+  // as fp32_blocking_avx512::nc, not tuned; docs/benchmarks.md "fp32 products on AVX2 + FMA"
+  static constexpr index_t nc = 3072;
+  // half a 1 MiB L2, as fp32_blocking_avx512, not tuned; docs/benchmarks.md "fp32 products on AVX2"
+  static constexpr double in_place_min_bytes = 512.0 * 1024;
+  // as fp32_blocking_avx512, not tuned; docs/benchmarks.md "fp32 products on AVX2 + FMA"
+  static constexpr index_t pack_a_distance = 16;
+  // as fp32_blocking_avx512, not tuned; docs/benchmarks.md "fp32 products on AVX2 + FMA"
+  static constexpr index_t pack_a_in_tiles_min_terms = 128;
+};
 
 //! The bf16 kernel's blocking: kc = 512 keeps a packed [kc, nr] micro-panel of B in L1 (12 KiB
 //! of 48) and mc = 256 a packed [mc, kc] block of A in L2 (256 KiB of 1 MiB).
