@@ -1,8 +1,15 @@
 // The machine's fp32 GEMM ceiling: a square n³ product repeated after warm-up, with Eigen (on
 // Eigen's own threading) and with dafuse's gemm (backend/host/gemm.hpp: the AVX-512 kernel of
-// gemm_fp32.hpp where the compiler targets it), both on OMP_NUM_THREADS threads.
+// gemm_fp32.hpp where the compiler targets it), both on OMP_NUM_THREADS threads; and beside it
+// the physical limit, the core's fp32 FMA peak (fma_peak.hpp) on 1 thread and on OMP_NUM_THREADS,
+// with each product's share of it. One line per measurement:
+//   cpu: <model name>; FMA peak loop: <ISA>
+//   fp32 FMA peak, <t> thread(s): <x> GFLOP/s (<ISA>)
+//   <n>^3 fp32 GEMM, <t> thread(s): Eigen <x> GFLOP/s, dafuse <y> GFLOP/s (...)
 // Run: OMP_NUM_THREADS=2 build/bench/gemm_ceiling [--n 1024]
 #include <dafuse/backend/host/gemm.hpp>
+
+#include "fma_peak.hpp"
 
 #include <Eigen/Core>
 
@@ -40,6 +47,14 @@ int main(int argc, char** argv) {
 #else
   const int threads = 1;
 #endif
+  std::printf("cpu: %s; FMA peak loop: %s\n", bench::cpu_model().c_str(), bench::fma_isa);
+  const double peak_1 = bench::fma_peak_gflops(1);
+  std::printf("fp32 FMA peak, 1 thread(s): %.1f GFLOP/s (%s)\n", peak_1, bench::fma_isa);
+  const double peak_n = threads > 1 ? bench::fma_peak_gflops(threads) : peak_1;
+  if (threads > 1)
+    std::printf("fp32 FMA peak, %d thread(s): %.1f GFLOP/s (%s)\n", threads, peak_n,
+                bench::fma_isa);
+
   const Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n);
   Eigen::MatrixXf c(n, n);
   const double eigen = gflops(n, [&] { c.noalias() = a * b; });
@@ -53,7 +68,7 @@ int main(int argc, char** argv) {
   });
   std::printf(
       "%ld^3 fp32 GEMM, %d thread(s): Eigen %.1f GFLOP/s, dafuse %.1f GFLOP/s (%s kernel)"
-      " (checksums %.3g, %.3g)\n",
+      " (%.1f%%, %.1f%% of the FMA peak) (checksums %.3g, %.3g)\n",
       n, threads, eigen, dafuse, host::fp32_products_native ? "AVX-512" : "Eigen's",
-      double(eigen_sum), double(c.sum()));
+      100 * eigen / peak_n, 100 * dafuse / peak_n, double(eigen_sum), double(c.sum()));
 }
