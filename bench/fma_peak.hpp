@@ -32,8 +32,13 @@ inline fma_vector fma_splat(float x) {
 inline fma_vector fma_step(fma_vector acc, fma_vector a, fma_vector b) {
   return _mm512_fmadd_ps(acc, a, b);
 }
+// Through memory, not _mm512_reduce_add_ps: GCC 12 warns on its _mm256_undefined_pd (PR 105593).
 inline float fma_sum(fma_vector v) {
-  return _mm512_reduce_add_ps(v);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, v);
+  float s = 0;
+  for (const float x : lanes) s += x;
+  return s;
 }
 #elif defined(__AVX2__) && defined(__FMA__)
 using fma_vector = __m256;
