@@ -53,7 +53,8 @@ void measure(const char* name, long steps, double flops, double peak) {
   for (auto& y : s.source_labels()) y = std::int32_t(rng.below(10));
   const bench::timing t = bench::time_calls(20, steps, [&] { s.run(); });
   std::printf(
-      "%-12s median %8.1f us  IQR [%.1f, %.1f]  %6.1f MFLOP/step  %6.1f GFLOP/s  %5.1f%% of peak\n",
+      "%-12s median %8.1f us  IQR [%.1f, %.1f]  %6.1f MFLOP/step  %6.1f GFLOP/s  %5.1f%% of the "
+      "fp32 FMA peak\n",
       name, t.median, t.q1, t.q3, flops / 1e6, flops / t.median / 1e3,
       100 * flops / t.median / 1e3 / peak);
 }
