@@ -11,7 +11,8 @@ scripts/bench runs each configuration on both sides, one after the other, once p
 that round r of dafuse and round r of PyTorch ran in the same minute. The host's speed drifts by
 a quarter over minutes; a ratio of two medians taken minutes apart measures that drift as much
 as the code. So each round gives its own ratios (PyTorch's median over dafuse's, the fused step's
-over the eager one's, the step's GFLOP/s over the ceiling measured next to it), and the tables
+over the eager one's, the step's GFLOP/s over the ceiling measured next to it and over the
+core's FMA peak measured as the run started), and the tables
 print the median of the rounds' ratios with their range. Times are the medians of the rounds'
 medians. Only the standard library: it runs wherever python3 does, with or without torch.
 """
@@ -185,10 +186,11 @@ def merge_ours(ours):
                    "round_median_us": each("median_us"),
                    "round_ceiling_fraction": each("ceiling_fraction"),
                    "round_nearby_ceiling_fraction": each("nearby_ceiling_fraction"),
+                   "round_peak_fraction": each("peak_fraction"),
                    "round_speedup_over_eager": [ratio(e and e["median_us"], r and r["median_us"])
                                                 for e, r in zip(eager, rounds)]}
             for name in ("median_us", "ceiling_fraction", "nearby_ceiling_fraction",
-                         "speedup_over_eager"):
+                         "peak_fraction", "speedup_over_eager"):
                 row[name] = median(row["round_" + name])
             row["gflops"] = median(each("gflops"))
             row["memory_bytes"] = next((m for m in each("memory_bytes") if m is not None), None)
@@ -197,8 +199,18 @@ def merge_ours(ours):
     return rows
 
 
+def machine(ours):
+    """'cpu: MODEL; FMA peak loop: ISA' from the first run that names them (dann_bench
+    --json writes both; older runs name neither)."""
+    run = next((run for run in ours if "cpu_model" in run or "fma_isa" in run), None)
+    if run is None:
+        return "cpu: not recorded; FMA peak loop: not measured"
+    return f'cpu: {run.get("cpu_model", "unknown")}; FMA peak loop: {run.get("fma_isa", "?")}'
+
+
 def print_ours(ours, rows):
     print("\n== dafuse: fused vs its own eager execution ==")
+    print(machine(ours))
     # Each run measures the ceiling first: the faster of Eigen's and dafuse's 2048^3 product.
     print("fp32 GEMM ceiling (2048^3, the faster of Eigen and dafuse; GFLOP/s on 1 thread / on "
           "the run's threads), measured as each run started:")
@@ -208,17 +220,29 @@ def print_ours(ours, rows):
             print(f'  {config:<12} ' + ", ".join(
                 " / ".join(fmt(v, ".1f") for v in run["gemm_ceiling_gflops"].values())
                 for run in runs))
+    # The physical limit: independent FMAs on registers (bench/fma_peak.hpp), on the same threads.
+    print("fp32 FMA peak (registers only; GFLOP/s on 1 thread / on the run's threads), measured "
+          "as each run started:")
+    for config in CONFIGS:
+        runs = runs_holding(ours, config)
+        if runs:
+            print(f'  {config:<12} ' + ", ".join(
+                " / ".join(fmt(v, ".1f") for v in run["fma_peak_gflops"].values())
+                if "fma_peak_gflops" in run else "n/a" for run in runs))
     # "% ceil": of the ceiling its run measured first; "% near": of the one measured right before
-    # and after the configuration (dense ones). Both, and "x eager", are medians of the rounds'.
+    # and after the configuration (dense ones); "% peak": of the FMA peak on the run's threads.
+    # All three, and "x eager", are medians of the rounds'.
     print(f'{"config":<12} {"execution":<30} {"median ms":>10} {"GFLOP/s":>8} {"% ceil":>7} '
-          f'{"% near":>7} {"x eager":>8} {"mem/eager":>10}  rounds: % near, x eager')
+          f'{"% near":>7} {"% peak":>7} {"x eager":>8} {"mem/eager":>10}  rounds: % near, x eager')
     for r in rows:
         near = r["nearby_ceiling_fraction"]
         near = f'{100 * near:>6.1f}%' if near is not None else f'{"":>7}'
         near_range = spread([100 * v for v in r["round_nearby_ceiling_fraction"] if v is not None],
                             ".1f")
+        peak = r["peak_fraction"]
+        peak = f'{100 * peak:>6.1f}%' if peak is not None else f'{"n/a":>7}'
         print(f'{r["config"]:<12} {r["execution"]:<30} {fmt(r["median_us"] / 1000, ">10.4f")} '
-              f'{fmt(r["gflops"], ">8.1f")} {100 * r["ceiling_fraction"]:>6.1f}% {near} '
+              f'{fmt(r["gflops"], ">8.1f")} {100 * r["ceiling_fraction"]:>6.1f}% {near} {peak} '
               f'{fmt(r["speedup_over_eager"], ">7.2f")}x {fmt(r["memory_over_eager"], ">9.2f")}x'
               f'  {near_range + "%" if near_range else ""} '
               f'{spread(r["round_speedup_over_eager"])}')

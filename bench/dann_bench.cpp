@@ -8,11 +8,13 @@
 // materialised), the fused step (train_step) in fp32, bf16 and fp16 with and without global-norm
 // clipping, and the fused step fed by each loader (sync, prefetch, resident: fill + step). For
 // each: median and interquartile range of the time per step over many steps after warm-up,
-// steps/s, GFLOP/s and its share of the machine's GEMM ceiling (measured here, first), and the
-// bytes of the step's own buffers. Then the table the seed asked for: speed-up and memory of
-// each execution over eager.
+// steps/s, GFLOP/s and its share of the machine's GEMM ceiling and of the core's FMA peak (both
+// measured here, first: fma_peak.hpp), and the bytes of the step's own buffers. Then the table the
+// seed asked for: speed-up and memory of each execution over eager.
 //
 // Run: build/bench/dann_bench [--configs a,b] [--steps N | --seconds S] [--json FILE] [--data DIR]
+// (--machine alone prints the CPU model and the FMA peak loop's ISA, and stops; scripts/bench
+// starts with it.)
 // (scripts/bench runs it, with --vs-pytorch also bench/pytorch, and prints the ratios). --seconds
 // times each execution for S seconds (at least 20 steps, at most 5000) instead of a count of steps
 // set by its FLOPs; it wins over --steps.
@@ -20,6 +22,7 @@
 #include <dafuse/step/eager_step.hpp>
 
 #include "configs.hpp"
+#include "fma_peak.hpp"
 #include "timing.hpp"
 
 #include <Eigen/Core>
@@ -361,9 +364,25 @@ std::string json_number(double v) {
   return buf;
 }
 
+//! `text` as a JSON string: quotes and backslashes escaped, control characters dropped.
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (const char ch : text) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (static_cast<unsigned char>(ch) >= 0x20) out += ch;
+  }
+  return out + "\"";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::string machine =
+      "cpu: " + bench::cpu_model() + "; FMA peak loop: " + std::string(bench::fma_isa);
+  if (argc == 2 && std::strcmp(argv[1], "--machine") == 0) {
+    std::printf("%s\n", machine.c_str());
+    return 0;
+  }
   long steps = 0;
   std::string configs = "moons,digits-mlp,office-head,amazon,demo,lenet", json;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -381,7 +400,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "dann_bench: unknown option %s (--configs, --steps, --seconds, --json, "
-                   "--data)\n",
+                   "--data; or --machine alone)\n",
                    option.c_str());
       return 2;
     }
@@ -403,6 +422,11 @@ int main(int argc, char** argv) {
       "1 thread (Eigen %.1f, dafuse %.1f), %.1f on %d (Eigen %.1f, dafuse %.1f)\n",
       ceiling_1, measured_1.eigen, measured_1.dafuse, ceiling_n, threads, measured_n.eigen,
       measured_n.dafuse);
+  // The physical limit: independent FMAs on registers, on 1 thread and on the run's threads.
+  const double peak_1 = bench::fma_peak_gflops(1);
+  const double peak_n = threads > 1 ? bench::fma_peak_gflops(threads) : peak_1;
+  std::printf("%s\nfp32 FMA peak (registers only): %.1f GFLOP/s on 1 thread, %.1f on %d\n",
+              machine.c_str(), peak_1, peak_n, threads);
 
   std::vector<result> results;
   if (wanted("moons")) dense_config<moons>(results, steps, threads);
@@ -413,17 +437,17 @@ int main(int argc, char** argv) {
   if (wanted("lenet")) conv_config<lenet>(results, steps, threads);
 
   // "% ceil": of the ceiling measured first; "% near": of the one measured next to the
-  // configuration (dense ones only).
-  std::printf("\n%-12s %-28s %10s %21s %9s %8s %7s %7s %9s\n", "config", "execution", "median us",
-              "IQR us", "steps/s", "GFLOP/s", "% ceil", "% near", "MiB");
+  // configuration (dense ones only); "% peak": of the FMA peak on the run's threads.
+  std::printf("\n%-12s %-28s %10s %21s %9s %8s %7s %7s %7s %9s\n", "config", "execution",
+              "median us", "IQR us", "steps/s", "GFLOP/s", "% ceil", "% near", "% peak", "MiB");
   for (const result& r : results) {
     const double gflops = r.flops / r.median_us / 1e3;
     char near[16] = "";
     if (r.nearby_ceiling > 0)
       std::snprintf(near, sizeof near, "%6.1f%%", 100 * gflops / r.nearby_ceiling);
-    std::printf("%-12s %-28s %10.1f [%8.1f, %8.1f] %9.0f %8.1f %6.1f%% %7s %9.2f\n",
+    std::printf("%-12s %-28s %10.1f [%8.1f, %8.1f] %9.0f %8.1f %6.1f%% %7s %6.1f%% %9.2f\n",
                 r.config.c_str(), r.execution.c_str(), r.median_us, r.q1_us, r.q3_us,
-                1e6 / r.median_us, gflops, 100 * gflops / ceiling_n, near,
+                1e6 / r.median_us, gflops, 100 * gflops / ceiling_n, near, 100 * gflops / peak_n,
                 double(r.memory_bytes) / (1 << 20));
   }
 
@@ -447,7 +471,10 @@ int main(int argc, char** argv) {
         ", \"" + std::to_string(threads) + "\": " + json_number(measured_n.eigen) +
         "}, \"dafuse\": {\"1\": " + json_number(measured_1.dafuse) + ", \"" +
         std::to_string(threads) + "\": " + json_number(measured_n.dafuse) + "}}" +
-        ",\n  \"results\": [";
+        ",\n  \"fma_peak_gflops\": {\"1\": " + json_number(peak_1) + ", \"" +
+        std::to_string(threads) + "\": " + json_number(peak_n) +
+        "},\n  \"fma_isa\": " + json_string(bench::fma_isa) +
+        ",\n  \"cpu_model\": " + json_string(bench::cpu_model()) + ",\n  \"results\": [";
     for (std::size_t i = 0; i < results.size(); ++i) {
       const result& r = results[i];
       j += std::string(i ? ",\n    " : "\n    ") + "{\"config\": \"" + r.config +
@@ -459,6 +486,7 @@ int main(int argc, char** argv) {
            ", \"mflop_per_step\": " + json_number(r.flops / 1e6) +
            ", \"gflops\": " + json_number(r.flops / r.median_us / 1e3) +
            ", \"ceiling_fraction\": " + json_number(r.flops / r.median_us / 1e3 / ceiling_n) +
+           ", \"peak_fraction\": " + json_number(r.flops / r.median_us / 1e3 / peak_n) +
            (r.nearby_ceiling > 0 ? ", \"nearby_ceiling_gflops\": " + json_number(r.nearby_ceiling) +
                                        ", \"nearby_ceiling_fraction\": " +
                                        json_number(r.flops / r.median_us / 1e3 / r.nearby_ceiling)

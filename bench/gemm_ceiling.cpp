@@ -1,9 +1,15 @@
 // The machine's fp32 GEMM ceiling: a square n³ product repeated after warm-up, with Eigen (on
 // Eigen's own threading) and with dafuse's gemm (backend/host/gemm.hpp: the AVX-512 or AVX2 + FMA
-// kernel of gemm_fp32.hpp where the compiler targets one), both on OMP_NUM_THREADS threads, and
-// the FMA's own ceiling with the kernel's vectors (operands in registers) for scale.
+// kernel of gemm_fp32.hpp where the compiler targets one), both on OMP_NUM_THREADS threads; and
+// beside it the physical limit, the core's fp32 FMA peak (fma_peak.hpp) on 1 thread and on
+// OMP_NUM_THREADS, with each product's share of it. One line per measurement:
+//   cpu: <model name>; FMA peak loop: <ISA>
+//   fp32 FMA peak, <t> thread(s): <x> GFLOP/s (<ISA>)
+//   <n>^3 fp32 GEMM, <t> thread(s): Eigen <x> GFLOP/s, dafuse <y> GFLOP/s (...)
 // Run: OMP_NUM_THREADS=2 build/bench/gemm_ceiling [--n 1024]
 #include <dafuse/backend/host/gemm.hpp>
+
+#include "fma_peak.hpp"
 
 #include <Eigen/Core>
 
@@ -30,28 +36,6 @@ double gflops(long n, F&& product) {
   return 2.0 * double(n) * double(n) * double(n) * reps / s / 1e9;
 }
 
-#if DAFUSE_GEMM_FP32_NATIVE
-//! GFLOP/s of independent FMAs on the kernel's vectors, operands in registers, one thread: 12
-//! chains cover the latency of 2 pipes (4 cycles each). Each FMA is lanes × 2 FLOP.
-double fma_peak_gflops() {
-  using V = dafuse::backend::host::detail::fp32_simd;
-  constexpr int chains = 12;
-  constexpr long iterations = 20'000'000;
-  typename V::reg acc[chains];
-  for (int c = 0; c < chains; ++c) acc[c] = V::set1(float(c));
-  const typename V::reg x = V::set1(0.999f), y = V::set1(1e-3f);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (long i = 0; i < iterations; ++i)
-#pragma GCC unroll 12
-    for (int c = 0; c < chains; ++c) acc[c] = V::fmadd(acc[c], x, y);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  float sink = 0;  // keep the sums alive
-  for (int c = 0; c < chains; ++c) sink += V::reduce_add(acc[c]);
-  if (sink == 42.0f) std::printf(" ");
-  return 2.0 * V::lanes * chains * double(iterations) / s / 1e9;
-}
-#endif
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,6 +47,14 @@ int main(int argc, char** argv) {
 #else
   const int threads = 1;
 #endif
+  std::printf("cpu: %s; FMA peak loop: %s\n", bench::cpu_model().c_str(), bench::fma_isa);
+  const double peak_1 = bench::fma_peak_gflops(1);
+  std::printf("fp32 FMA peak, 1 thread(s): %.1f GFLOP/s (%s)\n", peak_1, bench::fma_isa);
+  const double peak_n = threads > 1 ? bench::fma_peak_gflops(threads) : peak_1;
+  if (threads > 1)
+    std::printf("fp32 FMA peak, %d thread(s): %.1f GFLOP/s (%s)\n", threads, peak_n,
+                bench::fma_isa);
+
   const Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n);
   Eigen::MatrixXf c(n, n);
   const double eigen = gflops(n, [&] { c.noalias() = a * b; });
@@ -76,12 +68,7 @@ int main(int argc, char** argv) {
   });
   std::printf(
       "%ld^3 fp32 GEMM, %d thread(s): Eigen %.1f GFLOP/s, dafuse %.1f GFLOP/s (%s kernel)"
-      " (checksums %.3g, %.3g)\n",
-      n, threads, eigen, dafuse, host::fp32_kernel_name, double(eigen_sum), double(c.sum()));
-#if DAFUSE_GEMM_FP32_NATIVE
-  const double peak = fma_peak_gflops() * threads;
-  std::printf(
-      "FMA ceiling (registers only, %d thread(s)): %.1f GFLOP/s; Eigen %.0f %%, dafuse %.0f %%\n",
-      threads, peak, 100.0 * eigen / peak, 100.0 * dafuse / peak);
-#endif
+      " (%.1f%%, %.1f%% of the FMA peak) (checksums %.3g, %.3g)\n",
+      n, threads, eigen, dafuse, host::fp32_kernel_name, 100 * eigen / peak_n,
+      100 * dafuse / peak_n, double(eigen_sum), double(c.sum()));
 }

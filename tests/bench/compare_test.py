@@ -26,8 +26,9 @@ def read(*parts):
         return f.read()
 
 
-def ours(config, fused_us, eager_us, ceiling=400.0, nearby=None):
-    """A dann_bench --json run holding one configuration."""
+def ours(config, fused_us, eager_us, ceiling=400.0, nearby=None, peak=None):
+    """A dann_bench --json run holding one configuration (with the FMA peak when `peak` is
+    given; runs from before the peak have none)."""
     def row(execution, us):
         gflops = 640.0 / us * 1e3 / 1e3  # 640 MFLOP per step
         r = {"config": config, "execution": execution, "median_us": us, "gflops": gflops,
@@ -35,10 +36,16 @@ def ours(config, fused_us, eager_us, ceiling=400.0, nearby=None):
              else 900}
         if nearby:
             r["nearby_ceiling_fraction"] = gflops / nearby
+        if peak:
+            r["peak_fraction"] = gflops / peak
         return r
-    return {"threads": 2, "gemm_ceiling_gflops": {"1": ceiling / 2, "2": ceiling},
-            "gemm_ceiling_sources": {}, "results": [row("eager fp32", eager_us),
-                                                    row("fused fp32", fused_us)]}
+    run = {"threads": 2, "gemm_ceiling_gflops": {"1": ceiling / 2, "2": ceiling},
+           "gemm_ceiling_sources": {}, "results": [row("eager fp32", eager_us),
+                                                   row("fused fp32", fused_us)]}
+    if peak:
+        run.update({"fma_peak_gflops": {"1": peak / 2, "2": peak},
+                    "fma_isa": "AVX-512 (__m512 vfmadd, 16 chains)", "cpu_model": "AMD EPYC"})
+    return run
 
 
 def torch(config, eager_ms, eager_memory=None, **others):
@@ -108,6 +115,24 @@ class CompareTest(unittest.TestCase):
         nearby = sorted(640.0 / us / near for us, near in ((700, 380.0), (800, 400.0),
                                                            (760, 390.0)))
         self.assertAlmostEqual(fused["nearby_ceiling_fraction"], nearby[1])
+
+    def test_the_peak_share_is_the_median_of_the_rounds_and_the_machine_is_named(self):
+        runs = [ours("digits-mlp", 800, 1400, peak=200.0), ours("digits-mlp", 800, 1400,
+                                                                peak=250.0),
+                ours("digits-mlp", 800, 1400, peak=160.0)]
+        p, result = self.run_compare(runs)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        fused = [r for r in result["dafuse"]["merged"] if r["execution"] == "fused fp32"][0]
+        self.assertAlmostEqual(fused["peak_fraction"], 0.8 / 200.0)
+        self.assertIn("cpu: AMD EPYC; FMA peak loop: AVX-512 (__m512 vfmadd, 16 chains)", p.stdout)
+        self.assertIn("100.0 / 200.0, 125.0 / 250.0, 80.0 / 160.0", p.stdout)
+        self.assertIn("% peak", p.stdout)
+
+    def test_runs_without_the_peak_print_it_as_missing(self):
+        p, result = self.run_compare([ours("moons", 10, 100)])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIsNone(result["dafuse"]["merged"][0]["peak_fraction"])
+        self.assertIn("FMA peak loop: not measured", p.stdout)
 
     def test_configurations_pair_by_their_own_rounds(self):
         # Files holding other configurations in between do not shift a configuration's rounds.
