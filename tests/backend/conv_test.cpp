@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <memory>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -190,12 +191,22 @@ struct scratch_block {
   host::gemm_workspace<T> ws;
   std::vector<T> storage;
   host::stack_scratch<Stack, T> s;
+  // The scratch starts on a 64-byte line, as a step's does: Eigen's vectorised activations give
+  // the values before a map's first aligned packet to scalar code, whose bits differ, so a
+  // scratch that lay elsewhere on each run would give other bits (AVX2's 32-byte packets showed
+  // it).
   explicit scratch_block(index_t cols, int threads = 0, int parts = 0)
       : ws(4096, 4096, 4096, threads),
         storage(std::size_t(host::stack_scratch<Stack, T>::elements(
-                    cols, true, parts > 0 ? parts : ws.threads())),
+                    cols, true, parts > 0 ? parts : ws.threads())) +
+                    64 / sizeof(T),
                 std::numeric_limits<T>::quiet_NaN()),
-        s(storage.data(), cols, true, parts > 0 ? parts : ws.threads()) {}
+        s(line_aligned(storage), cols, true, parts > 0 ? parts : ws.threads()) {}
+  static T* line_aligned(std::vector<T>& v) {
+    void* p = v.data();
+    std::size_t space = v.size() * sizeof(T);
+    return static_cast<T*>(std::align(64, sizeof(T), p, space));
+  }
   void set_output_gradient(const std::vector<double>& r) {
     const matrix_view<T> dy = s.output_gradient();
     for (index_t i = 0; i < dy.size(); ++i) dy.data[i] = T(r[std::size_t(i)]);
