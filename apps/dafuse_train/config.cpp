@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <iterator>
 #include <string_view>
 #include <utility>
 
@@ -270,6 +272,25 @@ config parse(int argc, char** argv) {
                           ": not with --sweep (each training of the grid scores the model it "
                           "ends with); train the chosen configuration on its own for it");
   }
+  // Two outputs to one path: the later write would replace the earlier one (a model file
+  // overwritten by the predictions), so refuse before training. Paths compare as written,
+  // normalised (a/./b is a/b); links and hard links are not followed.
+  const std::pair<const std::string*, const char*> outputs[] = {{&c.checkpoint, "--checkpoint"},
+                                                                {&c.best_checkpoint, "--best"},
+                                                                {&c.json, "--json"},
+                                                                {&c.curves, "--curves"},
+                                                                {&c.trace, "--trace"},
+                                                                {&c.save_model, "--save-model"},
+                                                                {&c.predictions, "--predictions"}};
+  for (std::size_t i = 0; i < std::size(outputs); ++i)
+    for (std::size_t j = i + 1; j < std::size(outputs); ++j) {
+      const std::string &a = *outputs[i].first, &b = *outputs[j].first;
+      if (!a.empty() && !b.empty() &&
+          std::filesystem::path(a).lexically_normal() ==
+              std::filesystem::path(b).lexically_normal())
+        throw usage_error(std::string(outputs[i].second) + " and " + outputs[j].second +
+                          ": expected different files, found both '" + a + "'");
+    }
   // Without held-out source rows the default selector (source accuracy) has nothing to read:
   // select by the target's prediction entropy, which needs no labels.
   if (c.validation_fraction == 0 && !c.selector_given)

@@ -3,12 +3,16 @@
 
 #include "config.hpp"
 
+#include <dafuse/core/file.hpp>
+
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <sstream>
 #include <string_view>
+#include <vector>
 
 namespace dafuse_train {
 namespace {
@@ -118,8 +122,21 @@ module_text parse_module(const std::string& option, const std::string& text) {
 }
 
 void read_network_file(const std::string& path, network_text& n) {
-  std::ifstream in(path);
-  if (!in) throw usage_error("--network: cannot read '" + path + "'");
+  // A regular file of at most 64 KiB (a description is a few lines), read through core/file.hpp:
+  // a FIFO, /dev/zero or a folder is refused at once, by name, never waited on or read forever.
+  constexpr std::uint64_t largest = 64 * 1024;
+  std::string text;
+  try {
+    const dafuse::detail::input_file file(path, "--network " + path);
+    if (file.size() > largest)
+      throw usage_error("--network " + path + ": expected a description of at most " +
+                        std::to_string(largest) + " bytes, found " + std::to_string(file.size()));
+    const std::vector<unsigned char> bytes = file.read_all("the network description");
+    text.assign(bytes.begin(), bytes.end());
+  } catch (const dafuse::error& e) {
+    throw usage_error(e.what());
+  }
+  std::istringstream in(text);
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     line = trimmed(line.substr(0, line.find('#')));

@@ -92,6 +92,23 @@ expect 2 "--sparse, --precision, --clip and --head: expected with a network of y
 printf 'features = 256,64\nwidth = 3\n' >"$work/bad.net"
 expect 2 "$work/bad.net:2: expected a key features, classifier" -- --network "$work/bad.net" \
   --source a.npy --target b.npy
+# Two outputs to one file are refused before training, naming both options (issue 46).
+expect 2 "--save-model and --predictions: expected different files, found both 'out.x'" -- \
+  --model digits-dann --source a.npy --target b.npy --save-model out.x --predictions ./out.x
+expect 2 "--checkpoint and --json: expected different files" -- --model digits-dann \
+  --source a.npy --target b.npy --checkpoint run.ckpt --json run.ckpt
+# --network reads a regular file of at most 64 KiB: a FIFO is refused at once (not waited on),
+# /dev/zero and a folder by name, a huge file by its size (issue 46).
+mkfifo "$work/net.fifo"
+expect 2 "--network $work/net.fifo: cannot read: it is a FIFO" -- --network "$work/net.fifo" \
+  --source a.npy --target b.npy
+expect 2 "--network /dev/zero: cannot read: it is a character device" -- --network /dev/zero \
+  --source a.npy --target b.npy
+expect 2 "--network $work: cannot open for reading: it is a directory" -- --network "$work" \
+  --source a.npy --target b.npy
+head -c 70000 /dev/zero | tr '\0' '#' >"$work/huge.net"
+expect 2 "expected a description of at most 65536 bytes, found 70000" -- \
+  --network "$work/huge.net" --source a.npy --target b.npy
 
 # --sweep: bad grids and options a grid cannot share are refused, naming the option (exit 2).
 expect 2 "--sweep: expected KEY=V1,V2,... with KEY lambda_max, lr or seeds" -- --model digits-dann \
@@ -159,9 +176,36 @@ fi
 digits=(--source "$shipped/mnist_images.npy" --source-labels "$shipped/mnist_labels.npy"
         --target "$shipped/usps_images.npy" --target-labels "$shipped/usps_labels.npy"
         --steps 60 --eval-every 30 --seed 4 --quiet)
+# The cache is private (issue 46). Without DAFUSE_TRAIN_CACHE, XDG_CACHE_HOME and HOME there is
+# no shared fallback (a /tmp folder another user could fill); a folder others can write, or
+# another user owns, is refused before anything is compiled or run.
+out=$(env -u DAFUSE_TRAIN_CACHE -u XDG_CACHE_HOME -u HOME timeout 120 "$exe" "${net[@]}" \
+      "${digits[@]}" 2>&1)
+rc=$?
+if [ $rc -ne 1 ] || ! grep -qF "set DAFUSE_TRAIN_CACHE to a folder of your own" <<<"$out"; then
+  echo "FAIL: no cache folder set: expected status 1 and the way out, got $rc:"
+  sed 's/^/  | /' <<<"$out" | head -5
+  failures=$((failures + 1))
+fi
+mkdir -m 0777 "$work/open-cache"
+export DAFUSE_TRAIN_CACHE=$work/open-cache
+expect 1 "expected no write permission for group or others, found mode 0777" -- "${net[@]}" \
+  "${digits[@]}"
+if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1; then
+  mkdir -m 0700 "$work/their-cache"
+  chown nobody "$work/their-cache"
+  export DAFUSE_TRAIN_CACHE=$work/their-cache
+  expect 1 "expected it to be owned by you (uid 0), found uid $(id -u nobody)" -- "${net[@]}" \
+    "${digits[@]}"
+fi
 export DAFUSE_TRAIN_CACHE=$work/cache
+# A main.cpp left in the cache folder is not compiled in place of dafuse-train's own: the
+# generated unit includes its sources by absolute path.
+mkdir -m 0700 "$work/cache"
+printf '#error a main.cpp in the cache folder was compiled\n' >"$work/cache/main.cpp"
 expect 0 "dafuse-train: compiling this network's step (once; cached in $work/cache)" -- \
   "${net[@]}" "${digits[@]}" --json "$work/custom.json"
+rm -f "$work/cache/main.cpp"
 first=$("$exe" "${net[@]}" "${digits[@]}" 2>&1)
 if grep -q "compiling" <<<"$first" || ! grep -q "model custom: 60 steps" <<<"$first"; then
   echo "FAIL: the second run of a network did not run from the cache:"
@@ -184,6 +228,18 @@ fi
 [ "$(ls "$work/cache" | grep -c '^network-[0-9a-f]*$')" -eq 1 ] ||
   { echo "FAIL: the cache holds other than one program:"; ls "$work/cache";
     failures=$((failures + 1)); }
+# A program others could have written, or another user's, is refused, not run.
+program=$work/cache/$(ls "$work/cache" | grep '^network-[0-9a-f]*$' | head -n 1)
+chmod g+w "$program"
+expect 1 "refused to run this compiled network: expected no write permission for group or others" \
+  -- "${net[@]}" "${digits[@]}"
+chmod g-w "$program"
+if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1; then
+  chown nobody "$program"
+  expect 1 "refused to run this compiled network: expected it to be owned by you" -- \
+    "${net[@]}" "${digits[@]}"
+  chown 0 "$program"
+fi
 unset DAFUSE_TRAIN_CACHE
 
 # The CNN entries: listed with their image shape; data of another shape refused before it is read
