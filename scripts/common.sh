@@ -135,7 +135,7 @@ for t in tests:
     suites = {s.split(":")[-1] for s in t["suite"]}  # introspection says "dafuse:unit"
     if ("unit" if isa == "aarch64" else "kernels") not in suites:
         continue
-    compiled = os.path.realpath(t["cmd"][0]).startswith(build + os.sep)
+    compiled = os.path.realpath(os.path.join(build, t["cmd"][0])).startswith(build + os.sep)
     if isa == "aarch64" and (not compiled or t["name"] in emulated_skip):
         continue
     print(t["name"])
@@ -156,12 +156,13 @@ built_by_tests() {
   python3 - "$@" <<'PY'
 import json, os, subprocess, sys
 build, names = os.path.realpath(sys.argv[1]), set(sys.argv[2:])
-tests = json.loads(subprocess.check_output(["meson", "introspect", "--tests", build]))
-for t in tests:
+introspect = lambda what: json.loads(subprocess.check_output(["meson", "introspect", what, build]))
+outputs = {os.path.realpath(f) for t in introspect("--targets") for f in t["filename"]}
+for t in introspect("--tests"):
     if t["name"] in names:
         for part in t["cmd"]:
-            path = os.path.realpath(part)
-            if path.startswith(build + os.sep) and os.path.exists(os.path.dirname(path)):
+            path = os.path.realpath(os.path.join(build, part))  # relative: to the build
+            if path in outputs:
                 print(os.path.relpath(path, build))
 PY
 }
