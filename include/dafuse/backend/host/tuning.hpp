@@ -101,23 +101,12 @@ struct fp32_blocking_avx512 {
   static constexpr index_t pack_a_in_tiles_min_terms = 128;
 };
 
-//! The same for the AVX2 + FMA kernel ([16, 6] tiles of ymm registers): kc = 256 keeps a packed
-//! [kc, nr] micro-panel of B in L1 (6 KiB of 32) and mc = 192 the block of A in L2 (192 KiB of
-//! Zen 3's 512); the thresholds are AVX-512's, untuned.
-struct fp32_blocking_avx2 {
-  // Zen 4, v3 build, 2048³: kc 128-512 within noise; docs/benchmarks.md "fp32 products on AVX2"
-  static constexpr index_t kc = 256;
-  // Zen 4, v3 build, 2048³: mc 96 or 384 within noise; docs/benchmarks.md "fp32 products on AVX2"
-  static constexpr index_t mc = 192;
-  // as fp32_blocking_avx512::nc, not tuned; docs/benchmarks.md "fp32 products on AVX2 + FMA"
-  static constexpr index_t nc = 3072;
-  // half a 1 MiB L2, as fp32_blocking_avx512, not tuned; docs/benchmarks.md "fp32 products on AVX2"
-  static constexpr double in_place_min_bytes = 512.0 * 1024;
-  // as fp32_blocking_avx512, not tuned; docs/benchmarks.md "fp32 products on AVX2 + FMA"
-  static constexpr index_t pack_a_distance = 16;
-  // as fp32_blocking_avx512, not tuned; docs/benchmarks.md "fp32 products on AVX2 + FMA"
-  static constexpr index_t pack_a_in_tiles_min_terms = 128;
-};
+//! The same for the AVX2 + FMA kernel ([16, 6] tiles of ymm registers): AVX-512's values. kc =
+//! 256 keeps a packed [kc, nr] micro-panel of B in L1 (6 KiB of 32) and mc = 192 the block of A
+//! in L2 (192 KiB of Zen 3's 512); nc and the thresholds are not tuned for AVX2.
+// Zen 4, v3 build, 2048³: kc 128-512, mc 96-384 within noise; docs/benchmarks.md "fp32 products on
+// AVX2 + FMA"
+struct fp32_blocking_avx2 : fp32_blocking_avx512 {};
 
 //! The bf16 kernel's blocking: kc = 512 keeps a packed [kc, nr] micro-panel of B in L1 (12 KiB
 //! of 48) and mc = 256 a packed [mc, kc] block of A in L2 (256 KiB of 1 MiB).
