@@ -528,7 +528,8 @@ void write_json(const std::string& path,
          ", \"target_accuracy_oracle\": " + number(e.target_accuracy) +
          ", \"best\": " + (e.best ? "true" : "false");
     for (const auto v : df::select::all_validators)
-      j += ", " + json_string(df::select::name(v)) + ": " + number(e.score(v));
+      if (v != df::select::validator::source_accuracy)  // written above, once
+        j += ", " + json_string(df::select::name(v)) + ": " + number(e.score(v));
     j += "}";
   }
   j += r.evaluations.empty() ? "],\n" : "\n  ],\n";

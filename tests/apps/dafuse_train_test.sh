@@ -318,7 +318,15 @@ grep -q '"evaluations": \[' "$work/run.json" ||
 grep -q '<svg' "$work/curves.svg" || { echo "FAIL: curves.svg"; failures=$((failures + 1)); }
 grep -q '"traceEvents"' "$work/trace.json" || { echo "FAIL: trace"; failures=$((failures + 1)); }
 if command -v python3 >/dev/null; then
-  python3 -c 'import json, sys; [json.load(open(f)) for f in sys.argv[1:]]' \
+  # Valid, and no object names a key twice (each evaluation once had "source_accuracy" twice).
+  python3 -c '
+import json, sys
+def unique(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        sys.exit("keys named twice: %s" % sorted({k for k in keys if keys.count(k) > 1}))
+    return dict(pairs)
+[json.load(open(f), object_pairs_hook=unique) for f in sys.argv[1:]]' \
     "$work/run.json" "$work/trace.json" || { echo "FAIL: invalid JSON"; failures=$((failures + 1)); }
 fi
 # Interrupted at step 40 and resumed, a run ends with the checkpoint of an uninterrupted one,
