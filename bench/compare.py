@@ -208,27 +208,28 @@ def machine(ours):
     return f'cpu: {run.get("cpu_model", "unknown")}; FMA peak loop: {run.get("fma_isa", "?")}'
 
 
+def print_rates_by_config(ours, key):
+    """One line per configuration: each run's rates under `key` (1 thread / its threads), or n/a
+    for a run that has none (JSON from before the key existed)."""
+    for config in CONFIGS:
+        runs = runs_holding(ours, config)
+        if runs:
+            print(f'  {config:<12} ' + ", ".join(
+                " / ".join(fmt(v, ".1f") for v in run[key].values()) if key in run else "n/a"
+                for run in runs))
+
+
 def print_ours(ours, rows):
     print("\n== dafuse: fused vs its own eager execution ==")
     print(machine(ours))
     # Each run measures the ceiling first: the faster of Eigen's and dafuse's 2048^3 product.
     print("fp32 GEMM ceiling (2048^3, the faster of Eigen and dafuse; GFLOP/s on 1 thread / on "
           "the run's threads), measured as each run started:")
-    for config in CONFIGS:
-        runs = runs_holding(ours, config)
-        if runs:
-            print(f'  {config:<12} ' + ", ".join(
-                " / ".join(fmt(v, ".1f") for v in run["gemm_ceiling_gflops"].values())
-                for run in runs))
+    print_rates_by_config(ours, "gemm_ceiling_gflops")
     # The physical limit: independent FMAs on registers (bench/fma_peak.hpp), on the same threads.
     print("fp32 FMA peak (registers only; GFLOP/s on 1 thread / on the run's threads), measured "
           "as each run started:")
-    for config in CONFIGS:
-        runs = runs_holding(ours, config)
-        if runs:
-            print(f'  {config:<12} ' + ", ".join(
-                " / ".join(fmt(v, ".1f") for v in run["fma_peak_gflops"].values())
-                if "fma_peak_gflops" in run else "n/a" for run in runs))
+    print_rates_by_config(ours, "fma_peak_gflops")
     # "% ceil": of the ceiling its run measured first; "% near": of the one measured right before
     # and after the configuration (dense ones); "% peak": of the FMA peak on the run's threads.
     # All three, and "x eager", are medians of the rounds'.
