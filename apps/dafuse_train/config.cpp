@@ -110,6 +110,10 @@ config parse(int argc, char** argv) {
       c.help = true;
       continue;
     }
+    if (arg == "--version") {
+      c.version = true;
+      continue;
+    }
     if (arg == "--list") {
       c.list = true;
       continue;
@@ -225,7 +229,7 @@ config parse(int argc, char** argv) {
     else
       throw usage_error("unknown option '" + std::string(arg) + "' (see --help)");
   }
-  if (c.help || c.list) return c;
+  if (c.help || c.list || c.version) return c;
   if (c.network.given()) {
     if (!c.model.empty())
       throw usage_error(
@@ -376,6 +380,7 @@ Output
                         or, without a test set, of each target row (int32 NPY)
   --quiet               no progress bar or lines
   --list                list the models
+  --version             the version, and the CPU instructions the kernels run on
   --help                this text
 )";
 }

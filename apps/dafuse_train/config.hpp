@@ -66,7 +66,7 @@ struct config {
   long threads = 0;         //!< OpenMP threads (0: OpenMP's default)
   bool quiet = false;       //!< no progress output
   sweep_text sweep;         //!< --sweep: a grid instead of one training
-  bool help = false, list = false;
+  bool help = false, list = false, version = false;
 };
 
 //! What the program is doing ("loading --source"), for the message when memory runs out: an

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tests for backend/host/cpu_check.hpp: missing_cpu_features lists, in table order, exactly the
 // extensions this unit was compiled for that the CPU lacks, and stays NUL-terminated in a short
-// buffer; cpu_has agrees with the kernel's /proc/cpuinfo for every extension in the table, and
-// says yes to each one this test (built with -march=native) was compiled for. The check's exit
-// with its message on a CPU without an extension: cpu_check.sh.
+// buffer; compiled_cpu_features names them all; cpu_has agrees with the kernel's /proc/cpuinfo
+// for every extension in the table, and says yes to each one this test (built with -march=native)
+// was compiled for. The check's exit with its message on a CPU without an extension: cpu_check.sh.
 #include <dafuse/backend/host/cpu_check.hpp>
 #include "../check.hpp"
 
@@ -70,6 +70,18 @@ TEST_CASE("missing_cpu_features counts every missing extension and truncates its
   char none[1] = {'x'};
   host::missing_cpu_features(&has_none, none, 0);
   CHECK(none[0] == 'x');  // a zero size writes nothing
+}
+
+TEST_CASE("compiled_cpu_features names every compiled-for extension; this CPU lacks none") {
+  char out[256];
+  const std::string names = compiled_names();
+  CHECK(host::compiled_cpu_features(out, sizeof out) ==
+        host::missing_cpu_features(&has_none, out, sizeof out));
+  CHECK(std::string(out) == names);
+  // What a dispatching program asks each unit: the CPU running this test has all it was built for
+  // (a test built for more exits 77 before main).
+  CHECK(host::missing_cpu_features(out, sizeof out) == 0);
+  CHECK(std::string(out).empty());
 }
 
 TEST_CASE("cpu_has agrees with /proc/cpuinfo and with what this test was compiled for") {

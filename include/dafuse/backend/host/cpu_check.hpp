@@ -40,9 +40,9 @@ namespace detail {
 inline constexpr unsigned long long xcr0_avx = 0x6, xcr0_avx512 = 0xe6;
 }  // namespace detail
 
+//! Compiles a function for the baseline ISA whatever the unit's -march (clang keeps -march's AVX
+//! unless told no-avx): code that checks the CPU must run on the CPU it is about to reject.
 #if DAFUSE_CPU_CHECK_X86
-// Compiled for the baseline ISA (clang keeps -march's AVX unless told no-avx): this code must run
-// on the CPU it is about to reject.
 #define DAFUSE_CPU_BASELINE __attribute__((target("arch=x86-64,no-avx")))
 #else
 #define DAFUSE_CPU_BASELINE
@@ -214,12 +214,21 @@ DAFUSE_CPU_BASELINE __attribute__((noinline)) inline bool require_cpu_features()
   std::_Exit(cpu_check_status);
 }
 
+//! The extensions this unit was compiled for that the CPU running it lacks, as above: what a
+//! program that dispatches among units built for different CPUs asks each unit before calling it.
+DAFUSE_CPU_BASELINE inline int missing_cpu_features(char* out, std::size_t size) noexcept {
+  return missing_cpu_features(&cpu_has, out, size);
+}
+
+//! The extensions this unit was compiled for, space-separated in `out`; returns their number.
+inline int compiled_cpu_features(char* out, std::size_t size) noexcept {
+  return missing_cpu_features([](const cpu_feature&) noexcept { return false; }, out, size);
+}
+
 #ifndef DAFUSE_NO_CPU_CHECK
 //! Runs the check before main, in the dynamic initialisation of each unit that includes this.
 [[maybe_unused]] const bool cpu_features_checked = require_cpu_features();
 #endif
 }  // namespace
-
-#undef DAFUSE_CPU_BASELINE
 
 }  // namespace dafuse::backend::host

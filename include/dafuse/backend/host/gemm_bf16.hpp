@@ -60,6 +60,10 @@ namespace dafuse::backend::host {
 //! Whether `gemm_bf16` runs on AVX512-BF16 instructions (`vdpbf16ps`) in this translation unit;
 //! false: operands rounded to bf16 in fp32 buffers, products on Eigen's fp32 kernel.
 inline constexpr bool bf16_products_native = DAFUSE_GEMM_BF16_NATIVE != 0;
+//! How bf16 products run: "AVX512-BF16", or "fp32 kernel" (bf16-rounded operands,
+//! fp32_kernel_name).
+inline constexpr const char* bf16_kernel_name =
+    DAFUSE_GEMM_BF16_NATIVE ? "AVX512-BF16" : "fp32 kernel";
 
 namespace detail {
 
