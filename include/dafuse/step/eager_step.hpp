@@ -128,7 +128,7 @@ struct eager_stack_buffers {
   static constexpr index_t elements(index_t cols) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       return ((Stack::template layer<I>::out * (is_identity<I> ? 2 : 4)) + ...) * cols +
-             Stack::index_count * cols + backend::host::conv_part_elements<Stack>;
+             Stack::index_count * cols + backend::host::conv_scratch_elements<Stack>(1);
     }
     (std::make_index_sequence<Stack::depth>{});
   }
