@@ -131,15 +131,19 @@ class executor<System, Step> {
     const index_t mcc_values = confuses_classes ? class_count * b + b + 2 * class_count : 0;
     // A conv_net's convolutions run one part per thread of the products' workspace (conv.hpp).
     const int parts = host::available_threads();
-    workspace_ = buffer<value_type, System>(
+    // Training and inference never run at once (they share gemm_ too), and nothing in the
+    // training scratch outlives a step: the evaluation scratch takes the same place.
+    const index_t training_values =
         stack_scratch<feature_stack>::elements(rows, true, parts) +
         stack_scratch<classifier_stack>::elements(classified, true, parts) +
         (trains_discriminator ? stack_scratch<discriminator_stack>::elements(rows, true, parts)
                               : 0) +
-        joint_values + coral_values + mmd_values + mcc_values +
+        joint_values + coral_values + mmd_values + mcc_values;
+    const index_t evaluation_values =
         (sparse_input ? 0 : input_width * chunk) +
         stack_scratch<feature_stack>::elements(chunk, false, parts) +
-        stack_scratch<classifier_stack>::elements(chunk, false, parts));
+        stack_scratch<classifier_stack>::elements(chunk, false, parts);
+    workspace_ = buffer<value_type, System>(std::max(training_values, evaluation_values));
     value_type* cursor = workspace_.data();
     auto carve = [&](index_t n) {
       value_type* p = cursor;
@@ -169,6 +173,7 @@ class executor<System, Step> {
       target_weights_ = {carve(b), 1, b};
       class_terms_ = {carve(2 * class_count), class_count, 2};
     }
+    cursor = workspace_.data();
     eval_input_ = {carve(sparse_input ? 0 : input_width * chunk), input_width, chunk};
     eval_features_ = {carve(stack_scratch<feature_stack>::elements(chunk, false, parts)), chunk,
                       false, parts};
@@ -929,7 +934,9 @@ class executor<System, Step> {
   // The prepared sparse batch: listed on one thread, or dealt.
   sparse_matrix_view<const value_type> listed_batch_{};
   host::dealt_sparse_batch<value_type> dealt_batch_{};
-  buffer<value_type, System> workspace_;  // every scratch below, carved once
+  // Every scratch below, carved once: the training scratch, and the evaluation scratch (eval_*)
+  // over it.
+  buffer<value_type, System> workspace_;
   stack_scratch<feature_stack> features_;
   stack_scratch<classifier_stack> classifier_;
   stack_scratch<discriminator_stack> discriminator_;
