@@ -156,6 +156,25 @@ void check_columns(const Input& x, const stack_scratch<Stack, T>& s) {
          "[" + std::to_string(x.rows) + ", " + std::to_string(x.cols) + "]");
 }
 
+//! Partial sums the dense layers of `Stack` can ask of a products' workspace
+//! (reserve_partial_sums) over at most `samples` columns: layer_split divides a layer's products
+//! by W's columns only for fewer samples than inputs, the forward then adding an [out, n] partial
+//! sum per extra thread. 0 without dense layers.
+template <class Stack>
+constexpr index_t dense_partial_sums(index_t samples) {
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    const auto of = [&](auto layer) -> index_t {
+      using L = typename decltype(layer)::type;
+      if constexpr (nn::kind_of<L>() == nn::layer_kind::dense)
+        return L::out * std::min(samples, L::in - 1);
+      else
+        return 0;
+    };
+    return std::max({index_t(0), of(std::type_identity<typename Stack::template layer<I>>{})...});
+  }
+  (std::make_index_sequence<Stack::depth>{});
+}
+
 //! y = W·x for a layer's dense input x: [in, n], split among threads as the layer's other products
 //! are (layer_split: by W's columns, when that pays), each finished block of y passed to `finish`
 //! (partition.hpp's finishers: forward() adds the bias and applies the activation there).

@@ -185,9 +185,13 @@ class executor<System, Step> {
                   discriminator_stack::max_product_side, input_width, joint_width});
     const index_t longest = std::max(rows, chunk);
     gemm_ = products_type(widest, std::max(widest, longest), std::max(widest, longest));
-    // Partial sums for the forward products that layer_split divides by W's columns: [out, rows]
-    // per extra thread. (Evaluation chunks wider than a batch keep the split by rows.)
-    gemm_.reserve_partial_sums(widest * rows);
+    // Partial sums for the forward products that layer_split divides by W's columns: [out, n]
+    // per extra thread for n < in samples (dense_partial_sums), within widest·rows values (an
+    // evaluation chunk wider than a batch keeps the split by rows where they would not fit).
+    gemm_.reserve_partial_sums(std::min(
+        widest * rows, std::max({host::dense_partial_sums<feature_stack>(longest),
+                                 host::dense_partial_sums<classifier_stack>(longest),
+                                 host::dense_partial_sums<discriminator_stack>(longest)})));
     std::size_t next = 0;
     add_weight_blocks<feature_stack>(Net::features_offset, rows, next);
     add_weight_blocks<classifier_stack>(Net::classifier_offset, classifier_backward_rows_, next);
