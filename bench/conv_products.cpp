@@ -94,7 +94,7 @@ void measure(Products& ws, const char* precision, int reps, int threads) {
   const double before = ceiling();
 
   // One part per thread, as the step deals its convolutions (conv.hpp).
-  std::vector<float> patches(std::size_t(host::conv_part_elements<stack> * threads));
+  std::vector<float> patches(std::size_t(host::conv_scratch_elements<stack>(threads)));
   const host::conv_scratch<float> parts =
       host::conv_scratch<float>::of<stack>(patches.data(), threads);
   const std::vector<float> x0 = values(std::size_t(conv1::in * n), 1.0f);

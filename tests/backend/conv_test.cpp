@@ -11,6 +11,7 @@
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/rng.hpp>
 #include <dafuse/nn/conv2d.hpp>
+#include <dafuse/nn/lenet.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -349,6 +350,70 @@ TEST_CASE("max-pooling records the first maximum of each window and routes gradi
   host::max_pool_forward<L>(matrix_view<const double>{xn.data(), 8, 1}, y.data(), idx.data());
   CHECK(std::isnan(y[0]));
   CHECK(idx[0] == 2);
+}
+
+TEST_CASE(
+    "max-pooling's backward finds each argmax again in its input, as the stored indices have it, "
+    "in place too") {
+  // 7 × 5 × 3 pooled by 2: the last row and column are in no window. Values from a small set, so
+  // that windows hold ties, and a NaN.
+  using L = nn::conv_net<nn::image<7, 5, 3>, nn::max_pool2d<2>, nn::flatten>::stack<true>::layer<0>;
+  constexpr index_t n = 5;
+  dafuse::counter_rng rng(45, dafuse::rng_stream::user);
+  std::vector<float> x(std::size_t(L::in * n)), dy(std::size_t(L::out * n));
+  for (float& v : x) v = float(rng.below(4)) - 1.0f;
+  x[40] = std::nanf("");
+  for (float& v : dy) v = rng.uniform<float>(-1.0f, 1.0f);
+  std::vector<float> y(dy.size()), idx(dy.size());
+  const matrix_view<const float> xv{x.data(), L::in, n};
+  const dafuse::test::thread_count threads(2);
+  host::max_pool_forward<L>(xv, y.data(), idx.data());
+  // f' of a ReLU below, read from x: the in-place pass must read it before it writes.
+  const auto d = [&](index_t i) { return x[std::size_t(i)] > 0 ? 1.0f : 0.0f; };
+  std::vector<float> stored(x.size(), 9.0f), found(x.size(), 9.0f);
+  host::max_pool_backward<L>(dy.data(), idx.data(), n, stored.data(), -0.5f, false, d);
+  host::max_pool_backward<L>(xv, dy.data(), found.data(), -0.5f, false, d);
+  CHECK(found == stored);
+  std::vector<float> in_place = x;
+  const std::vector<float> x_copy = x;
+  host::max_pool_backward<L>(matrix_view<const float>{in_place.data(), L::in, n}, dy.data(),
+                             in_place.data(), -0.5f, false,
+                             [&](index_t i) { return x_copy[std::size_t(i)] > 0 ? 1.0f : 0.0f; });
+  CHECK(in_place == stored);
+  // Accumulating: added to what δx holds.
+  std::vector<float> stored_sum(x.size(), 0.25f), found_sum(x.size(), 0.25f);
+  host::max_pool_backward<L>(dy.data(), idx.data(), n, stored_sum.data(), 2.0f, true, d);
+  host::max_pool_backward<L>(xv, dy.data(), found_sum.data(), 2.0f, true, d);
+  CHECK(found_sum == stored_sum);
+}
+
+TEST_CASE("stack_scratch writes a gradient over its output where nothing reads the output after") {
+  // LeNet's G_f: conv(ReLU) → pool → conv(ReLU) → pool → dense(ReLU) → dense(ReLU). δy of each
+  // image layer replaces its y (below a pooling, or a pooling's own, which has no activation);
+  // the dense layers' δy keep their own storage (f' reads y; the last y is the stack's output).
+  using stack = nn::digits_lenet::stack<true>;
+  using scratch = host::stack_scratch<stack, float>;
+  static_assert(scratch::gradient_replaces_output<0> && scratch::gradient_replaces_output<1> &&
+                scratch::gradient_replaces_output<2> && scratch::gradient_replaces_output<3>);
+  static_assert(!scratch::gradient_replaces_output<4> && !scratch::gradient_replaces_output<5>);
+  static_assert(scratch::gradient_count == 100 + 100);
+  constexpr index_t cols = 3;
+  constexpr int parts = 2;
+  static_assert(scratch::elements(cols, true, parts) ==
+                (stack::activation_count + 200) * cols + host::conv_scratch_elements<stack>(parts));
+  static_assert(scratch::elements(cols, false, parts) ==
+                stack::activation_count * cols + host::conv_scratch_elements<stack>(parts));
+  // Two patch matrices, and one partial gradient: part 0 sums into ∂L/∂W itself.
+  static_assert(host::conv_scratch_elements<stack>(parts) ==
+                2 * host::conv_patch_room<stack> + host::conv_partial_room<stack>);
+  static_assert(host::conv_partial_room<stack> == 48 * 800 + 48);
+  std::vector<float> block(std::size_t(scratch::elements(cols, true, parts)));
+  const scratch s(block.data(), cols, true, parts);
+  for (std::size_t l = 0; l < 4; ++l) CHECK(s.gradients[l].data == s.outputs[l].data);
+  CHECK(s.gradients[4].data == block.data() + stack::activation_count * cols);
+  CHECK(s.gradients[5].data == s.gradients[4].data + 100 * cols);
+  CHECK(s.conv.patches(0) == s.gradients[5].data + 100 * cols);
+  CHECK(s.conv.partial(1) == s.conv.patches(0) + 2 * host::conv_patch_room<stack>);
 }
 
 TEST_CASE_TEMPLATE("host backward of a conv stack matches finite differences",

@@ -543,6 +543,24 @@ TEST_CASE("stack_scratch carves outputs then gradients from one block") {
   CHECK(s.gradients[1].cols == cols);
 }
 
+TEST_CASE("stack_scratch writes the gradient of a layer without activation over its output") {
+  // Layer 0's y is read by layer 1's weight gradient before layer 1 writes δy_0, and f' = 1 reads
+  // nothing: δy_0 takes y_0's place. Layer 1 (tanh: f' reads y_1) and the last layer (the
+  // stack's output) keep their own.
+  using stack = nn::layer_stack<nn::dense<3, 5, nn::identity>, nn::dense<5, 4, nn::tanh>,
+                                nn::dense<4, 2, nn::identity>>;
+  using scratch = host::stack_scratch<stack, double>;
+  static_assert(scratch::gradient_replaces_output<0> && !scratch::gradient_replaces_output<1> &&
+                !scratch::gradient_replaces_output<2>);
+  constexpr index_t cols = 6;
+  CHECK(scratch::elements(cols) == (11 + 6) * cols);
+  std::vector<double> block(scratch::elements(cols));
+  const scratch s(block.data(), cols);
+  CHECK(s.gradients[0].data == s.outputs[0].data);
+  CHECK(s.gradients[1].data == block.data() + 11 * cols);
+  CHECK(s.gradients[2].data == block.data() + 15 * cols);
+}
+
 TEST_CASE("host forward and backward split across threads match naive loops") {
   // 256 → 256 → 16 on 600 samples: the products of layer 0 pass gemm_parallel_flops
   // (2·256·256·600 ≈ 7.9e7 > 2^26), so with 4 threads their columns are split into blocks of

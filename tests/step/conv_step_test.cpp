@@ -101,6 +101,31 @@ TEST_CASE("the LeNet-like network on 16x16 digits takes fp32 steps that lower it
 }
 
 TEST_CASE(
+    "the LeNet step holds its state, its batch, each activation once and one patch matrix a "
+    "thread") {
+  // docs/benchmarks.md's breakdown of the lenet configuration (B = 64, eval_chunk = B), in
+  // values; tests/step/allocation_test.cpp checks memory_bytes() against what is allocated.
+  using step_type = df::train_step<lenet_dann, df::loader::sync, df::precision::fp32,
+                                   df::clip::global_norm, df::head::dann<>, df::optim::sgd>;
+  using stack = lenet_dann::feature_stack;
+  constexpr df::index_t b = 64, rows = 2 * b;
+  const step_type step(df::fit_args{.batch = b, .eval_chunk = b});
+  // Parameters, gradients and momentum; the batch [256, rows] and the labels [B] (int32).
+  const df::index_t state = 3 * lenet_dann::param_count + 256 * rows + b;
+  // G_f: each y once (8192 + 2048 + 3072 + 768 + 100 + 100 values a sample) and the δy of the
+  // dense layers only (the image layers' δy are written over their y); the convolutions' patch
+  // matrix for each thread and a partial weight gradient for each thread but the first.
+  static_assert(stack::activation_count == 14280);
+  const df::index_t features =
+      (14280 + 200) * rows +
+      df::backend::host::conv_scratch_elements<stack>(df::backend::host::available_threads());
+  // G_y on the source rows, G_d on all: each y with its δy.
+  const df::index_t classifier = 2 * 10 * b, discriminator = 2 * (100 + 1) * rows;
+  // Evaluation runs in the training scratch: nothing more.
+  CHECK(step.memory_bytes() == std::size_t(4 * (state + features + classifier + discriminator)));
+}
+
+TEST_CASE(
     "a conv step whose jobs all run on its caller (a busy machine) gives the held team's bits") {
   // The convolutions are dealt in one part per thread the step was built for (backend/host/
   // conv.hpp); the pacer may run every part on the calling thread, and the parts' partial weight

@@ -62,7 +62,8 @@ constexpr index_t product_side_of() {
     return 0;
 }
 //! Values of scratch a layer asks of its stack besides its outputs (nn/conv2d.hpp's image layers:
-//! a patch matrix, shared by the stack's layers; argmax indices, per sample): none for others.
+//! a patch matrix, shared by the stack's layers; argmax indices, per sample, for an execution
+//! that keeps them): none for others.
 template <class L>
 constexpr index_t patch_elements_of() {
   if constexpr (requires { L::patch_elements; })
@@ -95,7 +96,8 @@ struct layer_stack {
   static constexpr index_t activation_count = (Layers::out + ...);  //!< outputs per sample
   //! Values of the patch matrix the stack's convolutions share (nn/conv2d.hpp); 0 without.
   static constexpr index_t patch_elements = std::max({patch_elements_of<Layers>()...});
-  //! Argmax indices a sample (max-pooling layers, nn/conv2d.hpp); 0 without.
+  //! Argmax indices a sample (max-pooling layers, nn/conv2d.hpp), for an execution that keeps
+  //! them (eager_step; the fused step finds them again in the pooling's input); 0 without.
   static constexpr index_t index_count = (index_count_of<Layers>() + ...);
   //! Offset of layer I's weights in the stack's parameter block; its bias follows them.
   template <std::size_t I>

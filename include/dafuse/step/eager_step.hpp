@@ -128,7 +128,7 @@ struct eager_stack_buffers {
   static constexpr index_t elements(index_t cols) {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       return ((Stack::template layer<I>::out * (is_identity<I> ? 2 : 4)) + ...) * cols +
-             Stack::index_count * cols + backend::host::conv_part_elements<Stack>;
+             Stack::index_count * cols + backend::host::conv_scratch_elements<Stack>(1);
     }
     (std::make_index_sequence<Stack::depth>{});
   }
@@ -258,7 +258,11 @@ class eager_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
         std::max({feature_stack::max_product_side, classifier_stack::max_product_side,
                   discriminator_stack::max_product_side, input_width});
     gemm_ = products_type(widest, std::max(widest, rows), std::max(widest, rows));
-    gemm_.reserve_partial_sums(widest * rows);  // as train_step: the same splits, the same sums
+    // As train_step: the same splits, the same sums.
+    gemm_.reserve_partial_sums(std::min(
+        widest * rows, std::max({backend::host::dense_partial_sums<feature_stack>(rows),
+                                 backend::host::dense_partial_sums<classifier_stack>(rows),
+                                 backend::host::dense_partial_sums<discriminator_stack>(rows)})));
     initialize_parameters(args_.seed);
   }
 

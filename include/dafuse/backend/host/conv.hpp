@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file backend/host/conv.hpp
 //! @brief Convolution and max-pooling of NHWC images on the host: im2col products on the GEMM
-//! kernels for conv2d's forward, weight and input gradients (col2im), and max-pooling with argmax.
+//! kernels for conv2d's forward, weight and input gradients (col2im), and max-pooling.
 //!
 //! Shapes (nn/conv2d.hpp): x: [H·W·C_in, n] (one HWC sample a column), y: [Ho·Wo·C_out, n] (NHWC),
 //! W: [C_out, P] column-major with P = K·K·C_in, a patch's rows ordered (kh, kw, c).
@@ -16,9 +16,10 @@
 //! Threads: the samples are dealt among `parts` (the step's threads) in contiguous ranges, and
 //! each part runs whole chunks — its own im2col, its own products on one thread's packing buffers,
 //! in its own patch buffer — rather than every thread taking a slice of each chunk's product (a
-//! product of 48 rows split two ways, a hand-over per chunk). ∂L/∂W is summed by each part into its
-//! own partial, and the partials are added in part order, so the values depend on the number of
-//! parts (fixed when the step is built) and not on which threads run them.
+//! product of 48 rows split two ways, a hand-over per chunk). ∂L/∂W is summed by part 0 into ∂L/∂W
+//! itself and by each other part into its own partial, and the partials are added in part order, so
+//! the values depend on the number of parts (fixed when the step is built) and not on which threads
+//! run them.
 #pragma once
 #include <dafuse/config.hpp>
 
@@ -39,39 +40,51 @@ namespace dafuse::backend::host {
 //! The most parts a convolution is dealt in (more threads share them).
 inline constexpr int max_conv_parts = 64;
 
-//! Values each part of `Stack`'s convolution scratch holds: a chunk's patch matrix
-//! (Stack::patch_elements), then a partial [C_out, P + 1] (∂L/∂W, ∂L/∂b) of its largest
-//! convolution; each on a 64-byte boundary when the scratch starts on one. 0 without convolutions.
+//! Values of `Stack`'s patch matrix, one a part: Stack::patch_elements on a 64-byte boundary.
 template <class Stack>
-inline constexpr index_t conv_part_elements = []<std::size_t... I>(std::index_sequence<I...>) {
-  if constexpr (Stack::patch_elements == 0) {
-    return index_t(0);
-  } else {
-    const index_t partial = std::max(
-        {index_t(0), (nn::kind_of<typename Stack::template layer<I>>() == nn::layer_kind::conv2d
-                          ? Stack::template layer<I>::param_count
-                          : index_t(0))...});
-    return round_up(Stack::patch_elements, 16) + round_up(partial, 16);
-  }
+inline constexpr index_t conv_patch_room = round_up(Stack::patch_elements, 16);
+
+//! Values of a partial [C_out, P + 1] (∂L/∂W, ∂L/∂b) of `Stack`'s largest convolution, on a 64-byte
+//! boundary; 0 without convolutions.
+template <class Stack>
+inline constexpr index_t conv_partial_room = []<std::size_t... I>(std::index_sequence<I...>) {
+  return round_up(std::max({index_t(0), (nn::kind_of<typename Stack::template layer<I>>() ==
+                                                 nn::layer_kind::conv2d
+                                             ? Stack::template layer<I>::param_count
+                                             : index_t(0))...}),
+                  16);
 }
 (std::make_index_sequence<Stack::depth>{});
 
-//! Where a stack's convolutions work: `parts` regions of `stride` values from `data`, each a
-//! patch matrix of `patch_room` values and then a partial gradient.
+//! Values of `Stack`'s convolution scratch for `parts` parts: a patch matrix for each part, then
+//! a partial weight gradient for each part but the first, which sums into ∂L/∂W itself
+//! (conv_weight_gradient). 0 without convolutions.
+template <class Stack>
+constexpr index_t conv_scratch_elements(int parts) {
+  if constexpr (Stack::patch_elements == 0) {
+    return 0;
+  } else {
+    parts = std::max(parts, 1);
+    return parts * conv_patch_room<Stack> + (parts - 1) * conv_partial_room<Stack>;
+  }
+}
+
+//! Where a stack's convolutions work: `parts` patch matrices of `patch_room` values from `data`,
+//! then the partial gradients of parts 1 … parts − 1, `partial_room` values each.
 template <class T>
 struct conv_scratch {
   T* data = nullptr;
-  index_t stride = 0;      //!< values a part
-  index_t patch_room = 0;  //!< of which its patch matrix
-  int parts = 1;           //!< regions
+  index_t patch_room = 0;    //!< values a patch matrix
+  index_t partial_room = 0;  //!< values a partial gradient
+  int parts = 1;             //!< patch matrices
 
-  //! Part p's patch matrix, and its partial ∂L/∂W (then ∂L/∂b).
-  T* patches(int p) const { return data + p * stride; }
-  T* partial(int p) const { return data + p * stride + patch_room; }
-  //! The scratch of `Stack` carved at `block` (conv_part_elements<Stack> values a part).
+  //! Part p's patch matrix, and (p ≥ 1) its partial ∂L/∂W (then ∂L/∂b).
+  T* patches(int p) const { return data + p * patch_room; }
+  T* partial(int p) const { return data + parts * patch_room + (p - 1) * partial_room; }
+  //! The scratch of `Stack` carved at `block` (conv_scratch_elements<Stack>(parts) values).
   template <class Stack>
   static conv_scratch of(T* block, int parts) {
-    return {block, conv_part_elements<Stack>, round_up(Stack::patch_elements, 16), parts};
+    return {block, conv_patch_room<Stack>, conv_partial_room<Stack>, std::max(parts, 1)};
   }
 };
 
@@ -422,7 +435,8 @@ void max_pool_forward(matrix_view<const T> x, T* y, T* indices) {
 }
 
 //! δx = α·(δy routed to each window's argmax) ⊙ d(x) (+ δx when `accumulate`), for δy: [Layer::out,
-//! n], δx: [Layer::in, n]; `derivative(i)` is f'(·) of the layer below at its output i of the
+//! n], δx: [Layer::in, n], the argmax read from the `indices` max_pool_forward stored (eager_step
+//! keeps them, as PyTorch does); `derivative(i)` is f'(·) of the layer below at its output i of the
 //! batch (what makes δx that layer's δz), 1 for the stack's input. Windows do not overlap, so
 //! each input receives at most one value.
 template <class Layer, class T, class Derivative>
@@ -443,6 +457,58 @@ void max_pool_backward(
             const index_t i = s * Layer::in + ((oh * K + pos / K) * W + ow * K + pos % K) * C + c;
             dx[i] += alpha * dy[o + c] * d(i);
           }
+        }
+    }
+  });
+}
+
+//! The same with each window's argmax found again in x, the pooling's input, as max_pool_forward
+//! finds it (first on ties, a NaN where there is one): no indices are kept between the passes. dx
+//! may be x itself (not with `accumulate`): each window's values, and d at its argmax, are read
+//! before its gradient is written over them, so the gradient can take the place of an input that
+//! nothing reads afterwards (stack_scratch, backend/host/dense.hpp). Inputs in no window (the rows
+//! and columns past the last whole one) get 0.
+template <class Layer, class T, class Derivative>
+void max_pool_backward(
+    matrix_view<const T> x, const T* dy, T* dx, T alpha, bool accumulate, Derivative&& d) {
+  constexpr index_t W = Layer::in_width, C = Layer::channels, K = Layer::kernel;
+  constexpr index_t H = Layer::in_height, Ho = Layer::out_height, Wo = Layer::out_width;
+  run_on_team(x.cols > 1 ? available_threads() : 1, [&](int me, int team, auto&&) {
+    const auto [first, end] = detail::part_samples(me, team, x.cols);
+    std::array<T, C> best, g;
+    std::array<index_t, C> at;  // the argmax's offset in the sample
+    for (index_t s = first; s < end; ++s) {
+      const T* xs = x.data + s * Layer::in;
+      T* dxs = dx + s * Layer::in;
+      if (!accumulate) {
+        for (index_t ih = 0; ih < H; ++ih)
+          if (ih < Ho * K)
+            std::fill_n(dxs + (ih * W + Wo * K) * C, (W - Wo * K) * C, T(0));
+          else
+            std::fill_n(dxs + ih * W * C, W * C, T(0));
+      }
+      for (index_t oh = 0; oh < Ho; ++oh)
+        for (index_t ow = 0; ow < Wo; ++ow) {
+          const index_t o = (s * Ho * Wo + oh * Wo + ow) * C;
+          const index_t origin = (oh * K * W + ow * K) * C;
+          for (index_t c = 0; c < C; ++c) {
+            best[c] = xs[origin + c];
+            at[c] = origin + c;
+          }
+          for (index_t kh = 0; kh < K; ++kh)
+            for (index_t kw = kh == 0 ? 1 : 0; kw < K; ++kw) {
+              const index_t v = ((oh * K + kh) * W + ow * K + kw) * C;
+              for (index_t c = 0; c < C; ++c)
+                if (xs[v + c] > best[c] || std::isnan(xs[v + c])) {
+                  best[c] = xs[v + c];
+                  at[c] = v + c;
+                }
+            }
+          for (index_t c = 0; c < C; ++c) g[c] = alpha * dy[o + c] * d(s * Layer::in + at[c]);
+          if (!accumulate)
+            for (index_t kh = 0; kh < K; ++kh)
+              std::fill_n(dxs + ((oh * K + kh) * W + ow * K) * C, K * C, T(0));
+          for (index_t c = 0; c < C; ++c) dxs[at[c]] += g[c];
         }
     }
   });

@@ -61,23 +61,52 @@ const_matrix_map<T> map(matrix_view<const T> v) {
 }
 
 //! The per-layer outputs and output gradients of one stack for a batch of `cols` samples,
-//! carved from a block of `elements(cols)` values that the step owns; for a stack with image
-//! layers (nn/conv2d.hpp) also each max-pooling's argmax indices and, for each of `parts` parts
-//! (conv.hpp: the threads the step's products were sized for), a patch matrix and a partial
-//! weight gradient.
+//! carved from a block of `elements(cols)` values that the step owns; for a stack with
+//! convolutions (nn/conv2d.hpp) also, for each of `parts` parts (conv.hpp: the threads the step's
+//! products were sized for), a patch matrix and a partial weight gradient.
+//!
+//! Layout, per sample: every y_l, then the δy_l that do not take the place of their y_l
+//! (gradient_replaces_output), then the convolutions' scratch. A stack where no gradient takes the
+//! place of its output has y_l and δy_l at the same offsets in their halves.
 template <class Stack, class T>
 struct stack_scratch {
   std::array<matrix_view<T>, Stack::depth> outputs;    //!< y_l: [out_l, cols]
   std::array<matrix_view<T>, Stack::depth> gradients;  //!< δy_l, then δz_l in place
-  std::array<T*, Stack::depth> indices{};  //!< max-pooling l's argmax: [out_l, cols], else null
-  conv_scratch<T> conv;                    //!< the convolutions' parts (conv.hpp)
-  index_t cols = 0;                        //!< samples
+  conv_scratch<T> conv;                                //!< the convolutions' parts (conv.hpp)
+  index_t cols = 0;                                    //!< samples
+
+  //! Whether δy_l is written over y_l: nothing reads y_l once δy_l is written when layer l has no
+  //! activation (the layer above reads y_l as its input, for its weight gradient, before it writes
+  //! its input gradient, and f' = 1 reads nothing) or when layer l + 1 is a max-pooling (its
+  //! backward reads each window of y_l, f' at the argmax included, before it writes the window's
+  //! δ). Not the last layer: its y is the stack's output, which other modules read.
+  template <std::size_t l>
+  static constexpr bool gradient_replaces_output = [] {
+    if constexpr (l + 1 >= Stack::depth) {
+      return false;
+    } else {
+      using layer = typename Stack::template layer<l>;
+      return std::remove_cvref_t<decltype(layer::act)>::is_identity ||
+             nn::kind_of<typename Stack::template layer<l + 1>>() == nn::layer_kind::max_pool2d;
+    }
+  }();
+  //! Offset of δy_l in the per-sample gradient block (the δy that have their own storage).
+  template <std::size_t l>
+  static constexpr index_t gradient_offset() {
+    return [&]<std::size_t... J>(std::index_sequence<J...>) {
+      return ((gradient_replaces_output<J> ? index_t(0) : Stack::template layer<J>::out) + ... +
+              index_t(0));
+    }
+    (std::make_index_sequence<l>{});
+  }
+  //! Gradient values a sample keeps apart from the outputs.
+  static constexpr index_t gradient_count = gradient_offset<Stack::depth>();
 
   //! Values needed for `cols` samples and `parts` convolution parts; without gradients for
   //! inference-only scratch.
   static constexpr index_t elements(index_t cols, bool with_gradients = true, int parts = 1) {
-    return (Stack::activation_count * (with_gradients ? 2 : 1) + Stack::index_count) * cols +
-           conv_part_elements<Stack> * std::max(parts, 1);
+    return (Stack::activation_count + (with_gradients ? gradient_count : 0)) * cols +
+           conv_scratch_elements<Stack>(parts);
   }
 
   stack_scratch() = default;
@@ -88,21 +117,17 @@ struct stack_scratch {
                       Stack::template layer<I>::out, cols}),
        ...);
       if (with_gradients)
-        ((gradients[I] = {block +
-                              (Stack::activation_count + Stack::template activation_offset<I>()) *
-                                  cols,
-                          Stack::template layer<I>::out, cols}),
+        ((gradients[I] =
+              gradient_replaces_output<I>
+                  ? outputs[I]
+                  : matrix_view<T>{block + (Stack::activation_count + gradient_offset<I>()) * cols,
+                                   Stack::template layer<I>::out, cols}),
          ...);
-      T* after = block + Stack::activation_count * (with_gradients ? 2 : 1) * cols;
-      ((indices[I] = nn::index_count_of<typename Stack::template layer<I>>() > 0
-                         ? after + Stack::template index_offset<I>() * cols
-                         : nullptr),
-       ...);
-      if constexpr (Stack::patch_elements > 0)
-        conv = conv_scratch<T>::template of<Stack>(after + Stack::index_count * cols,
-                                                   std::max(parts, 1));
     }
     (std::make_index_sequence<Stack::depth>{});
+    if constexpr (Stack::patch_elements > 0)
+      conv = conv_scratch<T>::template of<Stack>(
+          block + (Stack::activation_count + (with_gradients ? gradient_count : 0)) * cols, parts);
   }
 
   //! Output of the last layer, [out, cols].
@@ -129,6 +154,25 @@ void check_columns(const Input& x, const stack_scratch<Stack, T>& s) {
     fail("layer stack", "input",
          "[" + std::to_string(Stack::in) + ", " + std::to_string(s.cols) + "] to match its scratch",
          "[" + std::to_string(x.rows) + ", " + std::to_string(x.cols) + "]");
+}
+
+//! Partial sums the dense layers of `Stack` can ask of a products' workspace
+//! (reserve_partial_sums) over at most `samples` columns: layer_split divides a layer's products
+//! by W's columns only for fewer samples than inputs, the forward then adding an [out, n] partial
+//! sum per extra thread. 0 without dense layers.
+template <class Stack>
+constexpr index_t dense_partial_sums(index_t samples) {
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    const auto of = [&](auto layer) -> index_t {
+      using L = typename decltype(layer)::type;
+      if constexpr (nn::kind_of<L>() == nn::layer_kind::dense)
+        return L::out * std::min(samples, L::in - 1);
+      else
+        return 0;
+    };
+    return std::max({index_t(0), of(std::type_identity<typename Stack::template layer<I>>{})...});
+  }
+  (std::make_index_sequence<Stack::depth>{});
 }
 
 //! y = W·x for a layer's dense input x: [in, n], split among threads as the layer's other products
@@ -435,14 +479,16 @@ void backward_image_layer(const T* w,
     } else if (input_gradient.data != nullptr) {
       conv_input_gradient<layer>(ws, w, dz, n, input_gradient.data, alpha, accumulate, s.conv);
     }
-  } else {  // max-pooling: no parameters
+  } else {  // max-pooling: no parameters; each window's argmax found again in its input
     if constexpr (l > 0) {
       using below = typename Stack::template layer<l - 1>;
       const T* y = s.outputs[l - 1].data;
-      max_pool_backward<layer>(dz, s.indices[l], n, s.gradients[l - 1].data, T(1), false,
+      // δy of the layer below, written over its y when stack_scratch says so.
+      max_pool_backward<layer>(matrix_view<const T>(s.outputs[l - 1]), dz, s.gradients[l - 1].data,
+                               T(1), false,
                                [y](index_t i) { return below::act.derivative_from_output(y[i]); });
     } else if (input_gradient.data != nullptr) {
-      max_pool_backward<layer>(dz, s.indices[l], n, input_gradient.data, alpha, accumulate,
+      max_pool_backward<layer>(matrix_view<const T>(x), dz, input_gradient.data, alpha, accumulate,
                                [](index_t) { return T(1); });
     }
   }
@@ -472,7 +518,7 @@ void forward_image_layer(
       return finish_forward<layer, Products, T>{c, b};
     });
   else
-    max_pool_forward<layer>(in, y, s.indices[i]);
+    max_pool_forward<layer>(in, y, static_cast<T*>(nullptr));
 }
 
 //! y_l for every layer of `Stack` on x: [in, n], using the stack's parameters at `params`.

@@ -131,15 +131,19 @@ class executor<System, Step> {
     const index_t mcc_values = confuses_classes ? class_count * b + b + 2 * class_count : 0;
     // A conv_net's convolutions run one part per thread of the products' workspace (conv.hpp).
     const int parts = host::available_threads();
-    workspace_ = buffer<value_type, System>(
+    // Training and inference never run at once (they share gemm_ too), and nothing in the
+    // training scratch outlives a step: the evaluation scratch takes the same place.
+    const index_t training_values =
         stack_scratch<feature_stack>::elements(rows, true, parts) +
         stack_scratch<classifier_stack>::elements(classified, true, parts) +
         (trains_discriminator ? stack_scratch<discriminator_stack>::elements(rows, true, parts)
                               : 0) +
-        joint_values + coral_values + mmd_values + mcc_values +
+        joint_values + coral_values + mmd_values + mcc_values;
+    const index_t evaluation_values =
         (sparse_input ? 0 : input_width * chunk) +
         stack_scratch<feature_stack>::elements(chunk, false, parts) +
-        stack_scratch<classifier_stack>::elements(chunk, false, parts));
+        stack_scratch<classifier_stack>::elements(chunk, false, parts);
+    workspace_ = buffer<value_type, System>(std::max(training_values, evaluation_values));
     value_type* cursor = workspace_.data();
     auto carve = [&](index_t n) {
       value_type* p = cursor;
@@ -169,6 +173,7 @@ class executor<System, Step> {
       target_weights_ = {carve(b), 1, b};
       class_terms_ = {carve(2 * class_count), class_count, 2};
     }
+    cursor = workspace_.data();
     eval_input_ = {carve(sparse_input ? 0 : input_width * chunk), input_width, chunk};
     eval_features_ = {carve(stack_scratch<feature_stack>::elements(chunk, false, parts)), chunk,
                       false, parts};
@@ -180,9 +185,13 @@ class executor<System, Step> {
                   discriminator_stack::max_product_side, input_width, joint_width});
     const index_t longest = std::max(rows, chunk);
     gemm_ = products_type(widest, std::max(widest, longest), std::max(widest, longest));
-    // Partial sums for the forward products that layer_split divides by W's columns: [out, rows]
-    // per extra thread. (Evaluation chunks wider than a batch keep the split by rows.)
-    gemm_.reserve_partial_sums(widest * rows);
+    // Partial sums for the forward products that layer_split divides by W's columns: [out, n]
+    // per extra thread for n < in samples (dense_partial_sums), within widest·rows values (an
+    // evaluation chunk wider than a batch keeps the split by rows where they would not fit).
+    gemm_.reserve_partial_sums(std::min(
+        widest * rows, std::max({host::dense_partial_sums<feature_stack>(longest),
+                                 host::dense_partial_sums<classifier_stack>(longest),
+                                 host::dense_partial_sums<discriminator_stack>(longest)})));
     std::size_t next = 0;
     add_weight_blocks<feature_stack>(Net::features_offset, rows, next);
     add_weight_blocks<classifier_stack>(Net::classifier_offset, classifier_backward_rows_, next);
@@ -929,7 +938,9 @@ class executor<System, Step> {
   // The prepared sparse batch: listed on one thread, or dealt.
   sparse_matrix_view<const value_type> listed_batch_{};
   host::dealt_sparse_batch<value_type> dealt_batch_{};
-  buffer<value_type, System> workspace_;  // every scratch below, carved once
+  // Every scratch below, carved once: the training scratch, and the evaluation scratch (eval_*)
+  // over it.
+  buffer<value_type, System> workspace_;
   stack_scratch<feature_stack> features_;
   stack_scratch<classifier_stack> classifier_;
   stack_scratch<discriminator_stack> discriminator_;
