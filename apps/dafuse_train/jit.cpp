@@ -14,15 +14,20 @@ void run_network_program(const network_text&, const std::string& type, char**) {
 
 #include "jit_config.hpp"
 
+#include <dafuse/core/crc32.hpp>
 #include <dafuse/core/error.hpp>
+#include <dafuse/core/file.hpp>
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -197,41 +202,251 @@ std::string program_source(const network_text& n, const std::string& type, const
          "}  // namespace dafuse_train\n";
 }
 
-// Runs `args` with stdout and stderr into `log`; returns the exit status (-1: not run).
+// Runs `args` with stdout and stderr into `log`; returns the exit status (-1: not run). The
+// compiler runs under a supervisor that leads a process group of its own and is told when
+// dafuse-train dies (PR_SET_PDEATHSIG): it then kills the whole group (driver, cc1plus, as, ld),
+// so a killed dafuse-train leaves no compiler running.
 int run_compiler(const std::vector<std::string>& args, const fs::path& log) {
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) return -1;
   if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, STDOUT_FILENO);
-      ::dup2(fd, STDERR_FILENO);
-      ::close(fd);
+    ::setpgid(0, 0);
+    struct sigaction kill_group {};
+    kill_group.sa_handler = [](int) { ::kill(0, SIGKILL); };
+    ::sigaction(SIGTERM, &kill_group, nullptr);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::kill(0, SIGKILL);  // dafuse-train died before prctl
+    const pid_t compiler = ::fork();
+    if (compiler == 0) {
+      ::signal(SIGTERM, SIG_DFL);
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd >= 0) {
+        ::dup2(fd, STDOUT_FILENO);
+        ::dup2(fd, STDERR_FILENO);
+      }
+      ::execvp(argv[0], argv.data());
+      std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
+      ::_exit(127);
     }
-    ::execvp(argv[0], argv.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
-    ::_exit(127);
+    int status = 0;
+    while (compiler > 0 && ::waitpid(compiler, &status, 0) < 0)
+      if (errno != EINTR) ::_exit(126);
+    ::_exit(compiler < 0 ? 126 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
   }
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -1;
+  for (long tenths = 0;; ++tenths) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) return -1;
+    if (tenths > 0 && tenths % 300 == 0)
+      std::fprintf(stderr, "dafuse-train: still compiling (%ld s)...\n", tenths / 10);
+    ::usleep(100000);
+  }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 // The first line of the compiler's output that carries a dafuse: message (a refused
-// combination), without the compiler's location prefix.
+// combination), without the compiler's location prefix. "dafuse: " with its space: type names in
+// the same output say dafuse::.
 std::string first_dafuse_message(const fs::path& log) {
   std::ifstream in(log);
   for (std::string line; std::getline(in, line);)
-    if (const std::size_t at = line.find("dafuse:"); at != std::string::npos) {
+    if (const std::size_t at = line.find("dafuse: "); at != std::string::npos) {
       std::string m = line.substr(at);
       while (!m.empty() && (m.back() == '"' || m.back() == '\'' || m.back() == ')')) m.pop_back();
       return m;
     }
   return "";
+}
+
+// The compiler's first error line (GCC and clang: "file:line:col: error: ..."), or its first
+// line when none says error.
+std::string first_error_line(const fs::path& log) {
+  std::ifstream in(log);
+  std::string first;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("error:") != std::string::npos) return line.substr(0, 300);
+    if (first.empty()) first = line.substr(0, 300);
+  }
+  return first;
+}
+
+// The CRC-32 of the file open at `fd`, and its size, read from the start.
+std::string checksum_of(int fd) {
+  std::vector<unsigned char> buffer(1 << 16);
+  std::uint32_t crc = 0;
+  std::uint64_t size = 0;
+  for (off_t at = 0;;) {
+    const ssize_t n = ::pread(fd, buffer.data(), buffer.size(), at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return "unreadable: " + dafuse::detail::os_reason(errno);
+    if (n == 0) break;
+    crc = dafuse::detail::crc32(buffer.data(), std::size_t(n), crc);
+    at += n;
+    size += std::uint64_t(n);
+  }
+  char text[64];
+  std::snprintf(text, sizeof text, "crc32 %08x size %llu\n", crc,
+                static_cast<unsigned long long>(size));
+  return text;
+}
+
+// Opens the cached `program` for running, or returns -1 when it is missing or damaged: its
+// checksum is not the one stored beside it at compile time (`sum`), or either file is missing. A
+// damaged program is removed, saying so. Another user's or a writable program is refused.
+int open_cached_program(const fs::path& program, const fs::path& sum) {
+  const int fd = ::open(program.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return -1;
+    throw dafuse::error(program.string() +
+                        ": cannot open the compiled network: " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw dafuse::error(program.string() +
+                        ": cannot open the compiled network: " + std::strerror(err));
+  }
+  if (const std::string why = foreign_reason(st, false); !why.empty()) {
+    ::close(fd);
+    throw dafuse::error(program.string() + ": refused to run this compiled network: " + why +
+                        " (remove it, or set DAFUSE_TRAIN_CACHE to a folder of your own)");
+  }
+  std::string stored;
+  try {
+    const std::vector<unsigned char> bytes =
+        dafuse::detail::input_file(sum, sum.string()).read_all("checksum");
+    stored.assign(bytes.begin(), bytes.end());
+  } catch (const dafuse::error&) {
+    stored.clear();
+  }
+  const std::string actual = checksum_of(fd);
+  if (!stored.empty() && stored == actual) return fd;
+  ::close(fd);
+  std::fprintf(stderr, "dafuse-train: %s: damaged (%s); discarded, compiling the network again\n",
+               program.c_str(),
+               stored.empty() ? "no checksum beside it"
+                              : ("its checksum is " + actual.substr(0, actual.size() - 1) +
+                                 ", not " + stored.substr(0, stored.find('\n')))
+                                    .c_str());
+  std::error_code ec;
+  fs::remove(program, ec);
+  fs::remove(sum, ec);
+  return -1;
+}
+
+// Files `stem`.<pid>, `stem`.<pid>.cpp and `stem`.<pid>.log: a compile's own, left behind when
+// its dafuse-train was killed. Called with the network's lock held, so no compile is running.
+void remove_abandoned_files(const fs::path& dir, const std::string& stem) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(stem + ".")) continue;
+    std::string rest = name.substr(stem.size() + 1);
+    for (const char* suffix : {".cpp", ".log"})
+      if (rest.ends_with(suffix)) rest.resize(rest.size() - 4);
+    if (!rest.empty() && rest.find_first_not_of("0123456789") == std::string::npos) {
+      std::error_code gone;
+      fs::remove(it->path(), gone);
+    }
+  }
+}
+
+// Holds the lock of one network while it is checked and compiled: a second dafuse-train of the
+// same new network waits, then runs the program the first compiled.
+class network_lock {
+ public:
+  explicit network_lock(const fs::path& path) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    struct stat st {};
+    if (fd_ < 0 || ::fstat(fd_, &st) != 0)
+      throw dafuse::error(path.string() +
+                          ": cannot open the compile lock: " + std::strerror(errno));
+    if (const std::string why = foreign_reason(st, false); !why.empty())
+      throw dafuse::error(path.string() + ": refused the compile lock: " + why);
+    if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+    std::fprintf(stderr,
+                 "dafuse-train: another dafuse-train is compiling this network; waiting for "
+                 "it...\n");
+    while (::flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR)
+        throw dafuse::error(path.string() +
+                            ": cannot take the compile lock: " + std::strerror(errno));
+  }
+  network_lock(const network_lock&) = delete;
+  network_lock& operator=(const network_lock&) = delete;
+  ~network_lock() { ::close(fd_); }
+
+ private:
+  int fd_ = -1;
+};
+
+// Compiles the program into dir/stem, with its checksum beside it (stem.crc32), both written
+// through a temporary, flushed to disk and renamed: a crash leaves the old state or the new one,
+// and a program without its checksum is compiled again. Prints the last compile's time as an
+// estimate, and a line every 30 s while the compiler runs.
+void compile_network(const std::vector<std::string>& compiler,
+                     const std::vector<std::string>& flags,
+                     const source_dirs& src,
+                     const std::string& source,
+                     const fs::path& dir,
+                     const std::string& stem) {
+  std::error_code ec;
+  const std::string mine = stem + "." + std::to_string(::getpid());
+  const fs::path cpp = dir / (mine + ".cpp"), log = dir / (mine + ".log"), tmp = dir / mine;
+  const fs::path timing = dir / "last-compile-seconds";
+  dafuse::detail::write_file_atomically(cpp, source);
+  std::vector<std::string> args = compiler;
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(), {"-I" + src.app.string(), "-I" + src.include.string(), cpp.string(), "-o",
+                           tmp.string()});
+  double last = 0;
+  if (std::ifstream in(timing); in) in >> last;
+  std::fprintf(
+      stderr, "dafuse-train: compiling this network's step (once; cached in %s)%s...\n",
+      dir.c_str(),
+      last > 0 ? (", about " + std::to_string(long(last + 0.5)) + " s as last time").c_str() : "");
+  // A signal now ends dafuse-train (the compiler's supervisor then ends the compile): there is no
+  // step to finish yet.
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_DFL);
+  const auto start = std::chrono::steady_clock::now();
+  const int status = run_compiler(args, log);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (status != 0) {
+    fs::remove(tmp, ec);
+    if (const std::string m = first_dafuse_message(log); !m.empty())
+      throw network_error("the network does not compile: " + m +
+                          " (the compiler's output: " + log.string() + ")");
+    throw dafuse::error("compiling the network failed (" + compiler.front() + " exited with " +
+                        std::to_string(status) + ": " + first_error_line(log) + "; its output: " +
+                        log.string() + "; DAFUSE_TRAIN_CXX names another compiler)");
+  }
+  const int fd = ::open(tmp.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    throw dafuse::error(tmp.string() +
+                        ": cannot read the compiled network: " + std::strerror(errno));
+  while (::fsync(fd) != 0 && errno == EINTR) {
+  }
+  const std::string checksum = checksum_of(fd);
+  ::close(fd);
+  ::chmod(tmp.c_str(), 0700);
+  if (::rename(tmp.c_str(), (dir / stem).c_str()) != 0) {
+    const int err = errno;
+    fs::remove(tmp, ec);
+    throw dafuse::error((dir / stem).string() +
+                        ": cannot store the compiled network: " + dafuse::detail::os_reason(err));
+  }
+  dafuse::detail::write_file_atomically(dir / (stem + ".crc32"), checksum);
+  dafuse::detail::write_file_atomically(timing, std::to_string(seconds) + "\n");
+  fs::rename(cpp, dir / (stem + ".cpp"), ec);  // kept beside the program, to read
+  fs::remove(log, ec);
+  std::fprintf(stderr, "dafuse-train: compiled in %.1f s\n", seconds);
 }
 
 }  // namespace
@@ -254,55 +469,19 @@ void run_network_program(const network_text& n, const std::string& type, char** 
 
   const fs::path dir = cache_dir();
   prepare_private_folder(dir);
-  const fs::path program = dir / ("network-" + std::string(key));
-  if (::access(program.c_str(), X_OK) != 0) {
-    std::error_code ec;
-    // Files of this process alone until the program is renamed into place: two runs of a new
-    // network at once each compile their own and the second rename wins with the same program.
-    const std::string stem = "network-" + std::string(key);
-    const std::string mine = stem + "." + std::to_string(::getpid());
-    const fs::path cpp = dir / (mine + ".cpp"), log = dir / (mine + ".log"), tmp = dir / mine;
-    {
-      std::ofstream out(cpp, std::ios::trunc);
-      out << source;
-      if (!out) throw dafuse::error(cpp.string() + ": cannot write the network's program");
+  const std::string stem = "network-" + std::string(key);
+  const fs::path program = dir / stem, sum = dir / (stem + ".crc32");
+  int fd = -1;
+  {
+    const network_lock lock(dir / (stem + ".lock"));
+    remove_abandoned_files(dir, stem);
+    fd = open_cached_program(program, sum);
+    if (fd < 0) {
+      compile_network(compiler, flags, src, source, dir, stem);
+      fd = open_cached_program(program, sum);
+      if (fd < 0)
+        throw dafuse::error(program.string() + ": the network compiled just now is damaged");
     }
-    std::vector<std::string> args = compiler;
-    args.insert(args.end(), flags.begin(), flags.end());
-    args.insert(args.end(), {"-I" + src.app.string(), "-I" + src.include.string(), cpp.string(),
-                             "-o", tmp.string()});
-    std::fprintf(stderr, "dafuse-train: compiling this network's step (once; cached in %s)...\n",
-                 dir.c_str());
-    const auto start = std::chrono::steady_clock::now();
-    const int status = run_compiler(args, log);
-    if (status != 0) {
-      fs::remove(tmp, ec);
-      if (const std::string m = first_dafuse_message(log); !m.empty())
-        throw network_error("the network does not compile: " + m +
-                            " (the compiler's output: " + log.string() + ")");
-      throw dafuse::error("compiling the network failed (" + compiler.front() + " exited with " +
-                          std::to_string(status) + "; its output: " + log.string() +
-                          "; DAFUSE_TRAIN_CXX names another compiler)");
-    }
-    fs::rename(tmp, program, ec);
-    if (ec)
-      throw dafuse::error(program.string() +
-                          ": cannot store the compiled network: " + ec.message());
-    fs::rename(cpp, dir / (stem + ".cpp"), ec);  // kept beside the program, to read
-    fs::remove(log, ec);
-    std::fprintf(stderr, "dafuse-train: compiled in %.1f s\n",
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  // Checked and run through one descriptor, so the file checked is the file run.
-  const int fd = ::open(program.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  struct stat st {};
-  if (fd < 0 || ::fstat(fd, &st) != 0)
-    throw dafuse::error(program.string() +
-                        ": cannot open the compiled network: " + std::strerror(errno));
-  if (const std::string why = foreign_reason(st, false); !why.empty()) {
-    ::close(fd);
-    throw dafuse::error(program.string() + ": refused to run this compiled network: " + why +
-                        " (remove it, or set DAFUSE_TRAIN_CACHE to a folder of your own)");
   }
   std::fflush(stdout);
   std::fflush(stderr);

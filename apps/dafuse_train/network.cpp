@@ -20,6 +20,9 @@ namespace {
 // Widths above this are refused: a layer of 10⁶ × 10⁶ would not fit in memory anyway, and the
 // bound keeps every product of widths far from index_t's range.
 constexpr long max_width = 1'000'000;
+// Layers a module may have: each is a type the compiler instantiates (a 10 000-layer network took
+// 38 s and 1 GB to fail); no network of the papers dafuse follows has more than a handful.
+constexpr std::size_t max_layers = 64;
 
 std::string joined(const std::vector<long>& widths, const char* separator) {
   std::string s;
@@ -118,6 +121,10 @@ module_text parse_module(const std::string& option, const std::string& text) {
   if (m.widths.size() < 2)
     throw usage_error(option + ": expected at least two widths (input, output), found '" + text +
                       "'");
+  if (m.widths.size() > max_layers + 1)
+    throw usage_error(option + ": expected at most " + std::to_string(max_layers) + " layers (" +
+                      std::to_string(max_layers + 1) + " widths), found " +
+                      std::to_string(m.widths.size() - 1));
   return m;
 }
 
@@ -211,6 +218,19 @@ void complete_network(network_text& n) {
                                     "one logit a class)"
                               : std::string("one output (the domain logit)")) +
                       ", found " + std::to_string(n.discriminator.widths.back()));
+  // The parameters, their gradients and momentum (3 × 4 bytes each) must fit this machine's memory
+  // before minutes of compiling are spent on a network that cannot train.
+  double parameters = 0;
+  for (const auto* m : {&n.features, &n.classifier, &n.discriminator})
+    for (std::size_t i = 0; i + 1 < m->widths.size(); ++i)
+      parameters += double(m->widths[i]) * double(m->widths[i + 1]) + double(m->widths[i + 1]);
+  const double memory = double(dafuse::detail::physical_memory_bytes());
+  if (12 * parameters > memory)
+    throw usage_error("--features, --classifier, --discriminator: expected a network whose " +
+                      std::to_string(std::uint64_t(parameters)) +
+                      " parameters (with their gradients and momentum, 12 bytes each) fit this "
+                      "machine's memory (" +
+                      std::to_string(std::uint64_t(memory)) + " bytes); make the widths smaller");
   for (const auto* m : {&n.classifier, &n.discriminator})
     if (m->widths.size() == 2 && m->activation_given)
       throw usage_error(std::string(m == &n.classifier ? "--classifier" : "--discriminator") +

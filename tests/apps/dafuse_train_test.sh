@@ -67,6 +67,11 @@ expect 1 "expected a CSR prefix" -- --model amazon-dann --source "$work/text.npy
 net=(--features 256,64:tanh --classifier 64,32,10:leaky_relu=0.1 --discriminator 64,16,1:sigmoid)
 expect 2 "--features: expected widths W0,W1,... (integers in [1, 1000000])" -- \
   --features 256,abc --classifier 64,10 --source a.npy --target b.npy
+# Bounds checked before anything is compiled: depth, and parameters that cannot fit in memory.
+expect 2 "--features: expected at most 64 layers (65 widths), found 65" -- \
+  --features "256$(printf ',8%.0s' $(seq 65))" --classifier 8,10 --source a.npy --target b.npy
+expect 2 "parameters (with their gradients and momentum, 12 bytes each) fit this machine's memory" \
+  -- --features 1000000,1000000 --classifier 1000000,10 --source a.npy --target b.npy
 expect 2 "--features activation: expected one of identity, relu, leaky_relu, sigmoid, tanh, found 'swish'" \
   -- --features 256,64:swish --classifier 64,10 --source a.npy --target b.npy
 expect 2 "--classifier: expected the input width 64 (G_f's output), found 32" -- \
@@ -241,6 +246,64 @@ if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1; then
   expect 1 "refused to run this compiled network: expected it to be owned by you" -- \
     "${net[@]}" "${digits[@]}"
   chown 0 "$program"
+fi
+# A damaged program (truncated) is discarded, saying so, and compiled again; a second run of the
+# network started meanwhile waits for that compile (a lock) and runs the new program.
+truncate -s 4096 "$program"
+"$exe" "${net[@]}" "${digits[@]}" >"$work/damaged.out" 2>&1 &
+damaged_run=$!
+for _ in $(seq 100); do
+  ls "$work/cache" | grep -q '^network-[0-9a-f]*\.[0-9]*\.cpp$' && break
+  sleep 0.1
+done
+waiting=$(timeout 280 "$exe" "${net[@]}" "${digits[@]}" 2>&1)
+wait $damaged_run
+damaged_rc=$?
+if [ $damaged_rc -ne 0 ] || ! grep -qF "damaged (its checksum is crc32" "$work/damaged.out" ||
+   ! grep -qF "compiling this network's step" "$work/damaged.out"; then
+  echo "FAIL: a truncated program was not discarded and compiled again (status $damaged_rc):"
+  sed 's/^/  | /' "$work/damaged.out" | head -8
+  failures=$((failures + 1))
+fi
+if ! grep -qF "another dafuse-train is compiling this network; waiting" <<<"$waiting" ||
+   grep -q "compiling this network's step" <<<"$waiting" ||
+   ! grep -q "model custom: 60 steps" <<<"$waiting"; then
+  echo "FAIL: a run beside the compile did not wait for it and run its program:"
+  sed 's/^/  | /' <<<"$waiting" | head -8
+  failures=$((failures + 1))
+fi
+# A killed dafuse-train takes its compiler with it (the whole process group: here a stand-in
+# compiler's child), and the next compile of that network removes the killed one's files. A
+# compiler's failure shows its first error line.
+printf '%s\n' '#!/bin/sh' \
+  "if [ -f '$work/hang' ]; then sleep 300 & echo \$! >'$work/compiler.pid'; wait; fi" \
+  'echo "fake.cpp:1:1: error: the stand-in compiler refuses" >&2' 'exit 1' >"$work/fakecc"
+chmod +x "$work/fakecc"
+touch "$work/hang"
+DAFUSE_TRAIN_CXX=$work/fakecc "$exe" "${net[@]}" "${digits[@]}" >/dev/null 2>&1 &
+killed=$!
+for _ in $(seq 100); do
+  [ -s "$work/compiler.pid" ] && break
+  sleep 0.1
+done
+kill -KILL $killed
+wait $killed 2>/dev/null
+sleep 0.5
+# (A killed process left to an init that does not reap is a zombie, state Z: not running.)
+if [ ! -s "$work/compiler.pid" ] ||
+   ps -o stat= -p "$(cat "$work/compiler.pid")" 2>/dev/null | grep -qv '^Z'; then
+  echo "FAIL: the compiler of a killed dafuse-train still runs (or never started)"
+  failures=$((failures + 1))
+fi
+rm -f "$work/hang"
+export DAFUSE_TRAIN_CXX=$work/fakecc
+expect 1 "exited with 1: fake.cpp:1:1: error: the stand-in compiler refuses" -- "${net[@]}" \
+  "${digits[@]}"
+unset DAFUSE_TRAIN_CXX
+if ls "$work/cache" | grep -q "\.$killed\(\.cpp\|\.log\)\?$"; then
+  echo "FAIL: the killed run's files are still in the cache:"
+  ls "$work/cache"
+  failures=$((failures + 1))
 fi
 unset DAFUSE_TRAIN_CACHE
 
