@@ -467,7 +467,7 @@ def take(n):
 n = struct.unpack_from("<Q", body, take(8))[0]; take(n)        # step type
 take(4 + 3 * 8 + 8 + 16 + 3 * 8)                               # ... up to the best step
 best = take(8)
-take(8 + 16)
+take(8 + 16 + 8)                                               # ... skipped in a row
 count = struct.unpack_from("<Q", body, take(8))[0]
 for _ in range(2 * count):
     take(struct.unpack_from("<Q", body, take(8))[0])
