@@ -322,7 +322,8 @@ class reporter final : public df::fit_callback {
     std::fprintf(stderr, "eval step %6ld: source acc %s, %s %s%s, target acc (oracle) %s\n",
                  long(e.step), percent(e.source_accuracy).c_str(),
                  std::string(df::select::name(config_.selector)).c_str(),
-                 number(e.selection_score).c_str(), e.best ? " (best)" : "",
+                 number(e.selection_score).c_str(),
+                 e.best ? " (best)" : (e.scheduled ? "" : " (the stop's: not a candidate)"),
                  percent(e.target_accuracy).c_str());
   }
 
@@ -526,7 +527,8 @@ void write_json(const std::string& path,
     j += std::string(i ? ",\n    " : "\n    ") + "{\"step\": " + std::to_string(e.step) +
          ", \"source_accuracy\": " + number(e.source_accuracy) +
          ", \"target_accuracy_oracle\": " + number(e.target_accuracy) +
-         ", \"best\": " + (e.best ? "true" : "false");
+         ", \"best\": " + (e.best ? "true" : "false") +
+         ", \"scheduled\": " + (e.scheduled ? "true" : "false");
     for (const auto v : df::select::all_validators)
       if (v != df::select::validator::source_accuracy)  // written above, once
         j += ", " + json_string(df::select::name(v)) + ": " + number(e.score(v));

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # dafuse-train's command line: --help and --list, every refused command line (exit 2) and bad
 # data (exit 1) with a message naming the option or file, then a short real run whose JSON,
-# curves, trace and checkpoints are checked, a resume from its checkpoint, a run that diverges
-# (exit 3), the row counts, selection without held-out rows, the versioned JSON, the plot's
-# marker and panels, a target test set, and networks of any width (compiled once, cached).
+# curves, trace and checkpoints are checked, a resume from its checkpoint (after --stop-after
+# off the evaluation schedule too), a run that diverges (exit 3), the row counts, selection
+# without held-out rows, the versioned JSON, the plot's marker and panels, a target test set,
+# and networks of any width (compiled once, cached).
 # Usage: dafuse_train_test.sh PATH/TO/dafuse-train SHARED_DATA_DIR
 set -uo pipefail
 exe=$1
@@ -338,6 +339,38 @@ expect 0 "model digits-dann: 40 steps" -- "${run[@]}" --checkpoint "$work/part.c
   --resume "$work/part.ckpt"
 cmp -s "$work/run.ckpt" "$work/part.ckpt" ||
   { echo "FAIL: the resumed run's checkpoint differs"; failures=$((failures + 1)); }
+# Stopped off the evaluation schedule (--stop-after 1234, evaluations every 500) and resumed, a
+# 3000-step run selects what the uninterrupted run does and ends with its checkpoint, byte for
+# byte: the stop's own evaluation is reported, never a candidate (issue 46).
+long=(--model digits-dann "${src[@]}" "${tgt[@]}" --steps 3000 --eval-every 500 --seed 2 --quiet)
+expect 0 "model digits-dann: 3000 steps" -- "${long[@]}" --checkpoint "$work/long.ckpt" \
+  --json "$work/long.json"
+expect 0 "stopped early at step 1234" -- "${long[@]}" --checkpoint "$work/chunk.ckpt" \
+  --stop-after 1234 --json "$work/chunk.json"
+grep -q '{"step": 1234, [^}]*"best": false, "scheduled": false' "$work/chunk.json" ||
+  { echo "FAIL: the stop's evaluation is not reported as off the schedule";
+    failures=$((failures + 1)); }
+expect 0 "model digits-dann: 1766 steps" -- "${long[@]}" --checkpoint "$work/chunk.ckpt" \
+  --resume "$work/chunk.ckpt" --json "$work/chunk_resumed.json"
+cmp -s "$work/long.ckpt" "$work/chunk.ckpt" ||
+  { echo "FAIL: stopped at step 1234 and resumed, the final checkpoint differs";
+    failures=$((failures + 1)); }
+# same_selection A.json B.json: both reports select the same step by the same score, with the
+# same selected and oracle target accuracies.
+same_selection() {
+  command -v python3 >/dev/null || return 0
+  python3 - "$@" <<'PY'
+import json, sys
+a, b = (json.load(open(f))["result"] for f in sys.argv[1:3])
+keys = ["selected_by", "best_step", "best_score", "selected_target_accuracy",
+        "oracle_target_accuracy"]
+for k in keys:
+    if a[k] != b[k]:
+        print("FAIL: %s: %r in %s, %r in %s" % (k, a[k], sys.argv[1], b[k], sys.argv[2]))
+sys.exit(any(a[k] != b[k] for k in keys))
+PY
+}
+same_selection "$work/long.json" "$work/chunk_resumed.json" || failures=$((failures + 1))
 # A checkpoint is refused by another model or set-up, and garbage is refused.
 expect 1 "step type" -- --model digits-dann-clip "${src[@]}" "${tgt[@]}" --steps 80 --seed 3 \
   --resume "$work/run.ckpt" --quiet
