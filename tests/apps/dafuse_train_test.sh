@@ -2,9 +2,9 @@
 # dafuse-train's command line: --help and --list, every refused command line (exit 2) and bad
 # data (exit 1) with a message naming the option or file, then a short real run whose JSON,
 # curves, trace and checkpoints are checked, a resume from its checkpoint (after --stop-after
-# off the evaluation schedule too), a run that diverges (exit 3), the row counts, selection
-# without held-out rows, the versioned JSON, the plot's marker and panels, a target test set,
-# and networks of any width (compiled once, cached).
+# and after a signal), signals (exit 128 + signal), a run that diverges (exit 3), the row
+# counts, selection without held-out rows, the versioned JSON, the plot's marker and panels, a
+# target test set, and networks of any width (compiled once, cached).
 # Usage: dafuse_train_test.sh PATH/TO/dafuse-train SHARED_DATA_DIR
 set -uo pipefail
 exe=$1
@@ -371,6 +371,80 @@ sys.exit(any(a[k] != b[k] for k in keys))
 PY
 }
 same_selection "$work/long.json" "$work/chunk_resumed.json" || failures=$((failures + 1))
+
+# Signals (issue 46): SIGTERM, SIGINT and SIGHUP end a training after its step with a checkpoint
+# there and the outputs, status 128 + signal; a second signal exits at once. start_run LOG
+# ARGS... starts a run in the background under timeout, which leaves SIGINT to the program (a
+# script's own background jobs ignore it); signal_run CKPT SIG... sends each signal to the
+# program once CKPT exists (its training has started); end_run waits for it and sets rc.
+start_run() {
+  local log=$1
+  shift
+  timeout 300 "$exe" "$@" >"$log" 2>&1 &
+  timeout_pid=$!
+}
+signal_run() {
+  local ckpt=$1 i pid=
+  shift
+  for i in $(seq 600); do [ -e "$ckpt" ] && break; sleep 0.1; done
+  # The program is timeout's child; timeout itself passes signals on where /proc cannot say.
+  pid=$(cat "/proc/$timeout_pid/task/$timeout_pid/children" 2>/dev/null)
+  pid=${pid%% *}
+  for s in "$@"; do kill -s "$s" "${pid:-$timeout_pid}"; done
+}
+end_run() {
+  wait "$timeout_pid"
+  rc=$?
+}
+# fail_run WHAT LOG: reports a failed signal check with the run's output.
+fail_run() {
+  echo "FAIL: $1 (status $rc):"
+  sed 's/^/  | /' "$2" | tail -8
+  failures=$((failures + 1))
+}
+# SIGTERM during the 3000-step run: a checkpoint at the step it stopped after, the JSON and the
+# curves, status 143; resumed, the run ends with the uninterrupted run's checkpoint, byte for
+# byte, and selects what it selects.
+start_run "$work/term.log" "${long[@]}" --checkpoint "$work/term.ckpt" --checkpoint-every 100 \
+  --json "$work/term.json" --curves "$work/term"
+signal_run "$work/term.ckpt" TERM
+end_run
+if [ "$rc" -ne 143 ] || ! grep -q "dafuse-train: SIGTERM: stopping after step" "$work/term.log" ||
+    ! grep -q "interrupted by SIGTERM after step [0-9]* of 3000; --resume $work/term.ckpt" \
+      "$work/term.log"; then
+  fail_run "SIGTERM: expected status 143 and the lines saying so" "$work/term.log"
+fi
+grep -q '"interrupted": true, "interrupted_by": "SIGTERM", "interrupted_at": [1-9]' \
+  "$work/term.json" || fail_run "SIGTERM: the JSON does not say the run was interrupted" \
+  "$work/term.log"
+[ -s "$work/term.csv" ] && [ -s "$work/term.svg" ] ||
+  fail_run "SIGTERM: the curves were not written" "$work/term.log"
+expect 0 "model digits-dann: " -- "${long[@]}" --checkpoint "$work/term.ckpt" \
+  --resume "$work/term.ckpt" --json "$work/term_resumed.json"
+cmp -s "$work/long.ckpt" "$work/term.ckpt" ||
+  { echo "FAIL: interrupted by SIGTERM and resumed, the final checkpoint differs";
+    failures=$((failures + 1)); }
+same_selection "$work/long.json" "$work/term_resumed.json" || failures=$((failures + 1))
+# SIGINT (Ctrl-C): status 130, and the JSON says so.
+start_run "$work/int.log" "${long[@]}" --checkpoint "$work/int.ckpt" --checkpoint-every 100 \
+  --json "$work/int.json"
+signal_run "$work/int.ckpt" INT
+end_run
+[ "$rc" -eq 130 ] && grep -q '"interrupted": true, "interrupted_by": "SIGINT"' "$work/int.json" ||
+  fail_run "SIGINT: expected status 130 and an interrupted JSON" "$work/int.log"
+# A second signal exits at once: SIGHUP and SIGTERM reach the stopped program together, so the
+# second is handled before the first's outputs start. Status 128 + the second; no JSON, no
+# curves, and the checkpoint there is a whole one (a resume loads it).
+start_run "$work/twice.log" "${long[@]}" --checkpoint "$work/twice.ckpt" --checkpoint-every 100 \
+  --json "$work/twice.json" --curves "$work/twice"
+signal_run "$work/twice.ckpt" STOP HUP TERM CONT
+end_run
+if { [ "$rc" -ne 129 ] && [ "$rc" -ne 143 ]; } ||
+    ! grep -q "a second signal: exiting at once" "$work/twice.log" ||
+    [ -e "$work/twice.json" ] || [ -e "$work/twice.csv" ]; then
+  fail_run "two signals: expected status 129 or 143, the line and no outputs" "$work/twice.log"
+fi
+expect 0 "stopped early at step" -- "${long[@]}" --resume "$work/twice.ckpt" --stop-after 1
 # A checkpoint is refused by another model or set-up, and garbage is refused.
 expect 1 "step type" -- --model digits-dann-clip "${src[@]}" "${tgt[@]}" --steps 80 --seed 3 \
   --resume "$work/run.ckpt" --quiet
