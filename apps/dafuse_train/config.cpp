@@ -366,7 +366,9 @@ Checkpoints
   --best FILE           save the best model here whenever it improves
   --resume FILE         continue a run from its checkpoint (same model, data and options)
   --stop-after N        end after step N as if interrupted (the checkpoint is saved there):
-                        train in chunks, e.g. under a time limit, and --resume later
+                        train in chunks, e.g. under a time limit, and --resume later; SIGTERM,
+                        SIGINT or SIGHUP ends the training so after its step (exit 128 +
+                        signal; a second signal exits at once)
 
 Output
   --profile             print the per-phase time table

@@ -4,6 +4,7 @@
 #pragma once
 #include "config.hpp"
 #include "registry.hpp"
+#include "signals.hpp"
 
 #include <dafuse/dafuse.hpp>
 #include <dafuse/train/svg_plot.hpp>
@@ -305,7 +306,28 @@ class reporter final : public df::fit_callback {
     progress(step);
   }
 
-  bool should_stop() override { return config_.stop_after > 0 && rows_step_ >= config_.stop_after; }
+  //! --stop-after N, or a stop signal (signals.hpp): the run ends after this step either way.
+  bool should_stop() override {
+    if (const int sig = stop_signal_catcher::caught(); sig != 0) {
+      if (interrupted_by_ == 0) {
+        interrupted_by_ = sig;
+        interrupted_at_ = rows_step_;
+        if (terminal_) std::fprintf(stderr, "\r\033[K");
+        std::fprintf(stderr,
+                     "dafuse-train: %s: stopping after step %ld; %s, then the outputs; a second "
+                     "signal exits at once\n",
+                     signal_name(sig), rows_step_,
+                     config_.checkpoint.empty()
+                         ? "no --checkpoint to save"
+                         : ("saving the checkpoint " + config_.checkpoint).c_str());
+      }
+      return true;
+    }
+    return config_.stop_after > 0 && rows_step_ >= config_.stop_after;
+  }
+  //! The stop signal that ended the training (0: none) and the step it ended after.
+  int interrupted_by() const { return interrupted_by_; }
+  long interrupted_at() const { return interrupted_at_; }
 
   void on_evaluation(const df::evaluation& e) override {
     if (keep_rows_) {
@@ -322,7 +344,8 @@ class reporter final : public df::fit_callback {
     std::fprintf(stderr, "eval step %6ld: source acc %s, %s %s%s, target acc (oracle) %s\n",
                  long(e.step), percent(e.source_accuracy).c_str(),
                  std::string(df::select::name(config_.selector)).c_str(),
-                 number(e.selection_score).c_str(), e.best ? " (best)" : "",
+                 number(e.selection_score).c_str(),
+                 e.best ? " (best)" : (e.scheduled ? "" : " (the stop's: not a candidate)"),
                  percent(e.target_accuracy).c_str());
   }
 
@@ -403,6 +426,8 @@ class reporter final : public df::fit_callback {
   std::array<double, 3> sums_{};
   long count_ = 0;
   long rows_step_ = 0;  // the last step on_step saw
+  int interrupted_by_ = 0;
+  long interrupted_at_ = -1;
   df::step_report last_;
   std::chrono::steady_clock::time_point start_, last_draw_{};
 };
@@ -446,6 +471,8 @@ struct run_outcome {
   long trained_source_rows = 0;  //!< source rows trained on (the rest were held out)
   bool clipped = false;          //!< the model clips gradients (max_grad_norm applies)
   double target_test_accuracy = std::numeric_limits<double>::quiet_NaN();  //!< NaN: no test set
+  int interrupted_by = 0;    //!< the stop signal that ended the training (0: none)
+  long interrupted_at = -1;  //!< the step it ended after
 };
 
 //! Writes the configuration and every result as one JSON object.
@@ -515,6 +542,10 @@ void write_json(const std::string& path,
        ", \"oracle_target_accuracy\": " + number(r.oracle_target_accuracy) +
        ", \"target_test_accuracy\": " + number(outcome.target_test_accuracy) +
        ", \"stopped_early\": " + (r.stopped_early ? "true" : "false") +
+       ", \"interrupted\": " + (outcome.interrupted_by != 0 ? "true" : "false") +
+       ", \"interrupted_by\": " +
+       json_string(outcome.interrupted_by != 0 ? signal_name(outcome.interrupted_by) : "") +
+       ", \"interrupted_at\": " + std::to_string(outcome.interrupted_at) +
        ", \"restored_best\": " + (r.restored_best ? "true" : "false") +
        ", \"diverged\": " + (r.diverged ? "true" : "false") +
        ", \"diverged_at\": " + std::to_string(r.diverged_at) +
@@ -526,7 +557,8 @@ void write_json(const std::string& path,
     j += std::string(i ? ",\n    " : "\n    ") + "{\"step\": " + std::to_string(e.step) +
          ", \"source_accuracy\": " + number(e.source_accuracy) +
          ", \"target_accuracy_oracle\": " + number(e.target_accuracy) +
-         ", \"best\": " + (e.best ? "true" : "false");
+         ", \"best\": " + (e.best ? "true" : "false") +
+         ", \"scheduled\": " + (e.scheduled ? "true" : "false");
     for (const auto v : df::select::all_validators)
       if (v != df::select::validator::source_accuracy)  // written above, once
         j += ", " + json_string(df::select::name(v)) + ": " + number(e.score(v));
@@ -857,8 +889,13 @@ int run_model(const config& c, const model_entry& m) {
   selected_model<Step> selected(step);
   if (!c.save_model.empty() || !c.predictions.empty()) o.callbacks.push_back(&selected);
   activity() = "training";
+  // From here to the outputs' end, a stop signal ends the training after its step and the run
+  // then writes what --stop-after would.
+  const stop_signal_catcher signals;
   const df::fit_result r = df::fit(step, d.source, d.target, o);
   report.finish();
+  outcome.interrupted_by = report.interrupted_by();
+  outcome.interrupted_at = report.interrupted_at();
 
   std::printf("model %s: %ld steps in %.3f s (%.0f steps/s, data wait %.3f s), %ld skipped\n",
               std::string(m.name).c_str(), long(r.steps), r.seconds,
@@ -936,6 +973,18 @@ int run_model(const config& c, const model_entry& m) {
         {.title = "dafuse-train " + std::string(m.name), .panels = panels, .markers = markers});
   }
   if (!c.json.empty()) write_json(c.json, c, m, args, o, d, r, outcome, prof);
+  if (const int sig = signals.caught(); sig != 0) {
+    std::fflush(stdout);  // the summary before this last line, where both go to one file
+    if (outcome.interrupted_by != 0)
+      std::fprintf(stderr, "dafuse-train: interrupted by %s after step %ld of %ld%s\n",
+                   signal_name(sig), outcome.interrupted_at, long(args.steps),
+                   o.checkpoint.empty() ? " (no --checkpoint: it cannot be resumed)"
+                                        : ("; --resume " + o.checkpoint + " continues it").c_str());
+    else
+      std::fprintf(stderr, "dafuse-train: %s after the training: its outputs are written\n",
+                   signal_name(sig));
+    return 128 + sig;  // a shell's status for a process a signal ended
+  }
   return r.diverged ? exit_diverged : 0;
 }
 

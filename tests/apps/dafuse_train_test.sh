@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # dafuse-train's command line: --help and --list, every refused command line (exit 2) and bad
 # data (exit 1) with a message naming the option or file, then a short real run whose JSON,
-# curves, trace and checkpoints are checked, a resume from its checkpoint, a run that diverges
-# (exit 3), the row counts, selection without held-out rows, the versioned JSON, the plot's
-# marker and panels, a target test set, and networks of any width (compiled once, cached).
+# curves, trace and checkpoints are checked, a resume from its checkpoint (after --stop-after
+# and after a signal), signals (exit 128 + signal), a run that diverges (exit 3), the row
+# counts, selection without held-out rows, the versioned JSON, the plot's marker and panels, a
+# target test set, and networks of any width (compiled once, cached).
 # Usage: dafuse_train_test.sh PATH/TO/dafuse-train SHARED_DATA_DIR
 set -uo pipefail
 exe=$1
@@ -401,6 +402,112 @@ expect 0 "model digits-dann: 40 steps" -- "${run[@]}" --checkpoint "$work/part.c
   --resume "$work/part.ckpt"
 cmp -s "$work/run.ckpt" "$work/part.ckpt" ||
   { echo "FAIL: the resumed run's checkpoint differs"; failures=$((failures + 1)); }
+# Stopped off the evaluation schedule (--stop-after 1234, evaluations every 500) and resumed, a
+# 3000-step run selects what the uninterrupted run does and ends with its checkpoint, byte for
+# byte: the stop's own evaluation is reported, never a candidate (issue 46).
+long=(--model digits-dann "${src[@]}" "${tgt[@]}" --steps 3000 --eval-every 500 --seed 2 --quiet)
+expect 0 "model digits-dann: 3000 steps" -- "${long[@]}" --checkpoint "$work/long.ckpt" \
+  --json "$work/long.json"
+expect 0 "stopped early at step 1234" -- "${long[@]}" --checkpoint "$work/chunk.ckpt" \
+  --stop-after 1234 --json "$work/chunk.json"
+grep -q '{"step": 1234, [^}]*"best": false, "scheduled": false' "$work/chunk.json" ||
+  { echo "FAIL: the stop's evaluation is not reported as off the schedule";
+    failures=$((failures + 1)); }
+expect 0 "model digits-dann: 1766 steps" -- "${long[@]}" --checkpoint "$work/chunk.ckpt" \
+  --resume "$work/chunk.ckpt" --json "$work/chunk_resumed.json"
+cmp -s "$work/long.ckpt" "$work/chunk.ckpt" ||
+  { echo "FAIL: stopped at step 1234 and resumed, the final checkpoint differs";
+    failures=$((failures + 1)); }
+# same_selection A.json B.json: both reports select the same step by the same score, with the
+# same selected and oracle target accuracies.
+same_selection() {
+  command -v python3 >/dev/null || return 0
+  python3 - "$@" <<'PY'
+import json, sys
+a, b = (json.load(open(f))["result"] for f in sys.argv[1:3])
+keys = ["selected_by", "best_step", "best_score", "selected_target_accuracy",
+        "oracle_target_accuracy"]
+for k in keys:
+    if a[k] != b[k]:
+        print("FAIL: %s: %r in %s, %r in %s" % (k, a[k], sys.argv[1], b[k], sys.argv[2]))
+sys.exit(any(a[k] != b[k] for k in keys))
+PY
+}
+same_selection "$work/long.json" "$work/chunk_resumed.json" || failures=$((failures + 1))
+
+# Signals (issue 46): SIGTERM, SIGINT and SIGHUP end a training after its step with a checkpoint
+# there and the outputs, status 128 + signal; a second signal exits at once. start_run LOG
+# ARGS... starts a run in the background under timeout, which leaves SIGINT to the program (a
+# script's own background jobs ignore it); signal_run CKPT SIG... sends each signal to the
+# program once CKPT exists (its training has started); end_run waits for it and sets rc.
+start_run() {
+  local log=$1
+  shift
+  timeout 300 "$exe" "$@" >"$log" 2>&1 &
+  timeout_pid=$!
+}
+signal_run() {
+  local ckpt=$1 i pid=
+  shift
+  for i in $(seq 600); do [ -e "$ckpt" ] && break; sleep 0.1; done
+  # The program is timeout's child; timeout itself passes signals on where /proc cannot say.
+  pid=$(cat "/proc/$timeout_pid/task/$timeout_pid/children" 2>/dev/null)
+  pid=${pid%% *}
+  for s in "$@"; do kill -s "$s" "${pid:-$timeout_pid}"; done
+}
+end_run() {
+  wait "$timeout_pid"
+  rc=$?
+}
+# fail_run WHAT LOG: reports a failed signal check with the run's output.
+fail_run() {
+  echo "FAIL: $1 (status $rc):"
+  sed 's/^/  | /' "$2" | tail -8
+  failures=$((failures + 1))
+}
+# SIGTERM during the 3000-step run: a checkpoint at the step it stopped after, the JSON and the
+# curves, status 143; resumed, the run ends with the uninterrupted run's checkpoint, byte for
+# byte, and selects what it selects.
+start_run "$work/term.log" "${long[@]}" --checkpoint "$work/term.ckpt" --checkpoint-every 100 \
+  --json "$work/term.json" --curves "$work/term"
+signal_run "$work/term.ckpt" TERM
+end_run
+if [ "$rc" -ne 143 ] || ! grep -q "dafuse-train: SIGTERM: stopping after step" "$work/term.log" ||
+    ! grep -q "interrupted by SIGTERM after step [0-9]* of 3000; --resume $work/term.ckpt" \
+      "$work/term.log"; then
+  fail_run "SIGTERM: expected status 143 and the lines saying so" "$work/term.log"
+fi
+grep -q '"interrupted": true, "interrupted_by": "SIGTERM", "interrupted_at": [1-9]' \
+  "$work/term.json" || fail_run "SIGTERM: the JSON does not say the run was interrupted" \
+  "$work/term.log"
+[ -s "$work/term.csv" ] && [ -s "$work/term.svg" ] ||
+  fail_run "SIGTERM: the curves were not written" "$work/term.log"
+expect 0 "model digits-dann: " -- "${long[@]}" --checkpoint "$work/term.ckpt" \
+  --resume "$work/term.ckpt" --json "$work/term_resumed.json"
+cmp -s "$work/long.ckpt" "$work/term.ckpt" ||
+  { echo "FAIL: interrupted by SIGTERM and resumed, the final checkpoint differs";
+    failures=$((failures + 1)); }
+same_selection "$work/long.json" "$work/term_resumed.json" || failures=$((failures + 1))
+# SIGINT (Ctrl-C): status 130, and the JSON says so.
+start_run "$work/int.log" "${long[@]}" --checkpoint "$work/int.ckpt" --checkpoint-every 100 \
+  --json "$work/int.json"
+signal_run "$work/int.ckpt" INT
+end_run
+[ "$rc" -eq 130 ] && grep -q '"interrupted": true, "interrupted_by": "SIGINT"' "$work/int.json" ||
+  fail_run "SIGINT: expected status 130 and an interrupted JSON" "$work/int.log"
+# A second signal exits at once: SIGHUP and SIGTERM reach the stopped program together, so the
+# second is handled before the first's outputs start. Status 128 + the second; no JSON, no
+# curves, and the checkpoint there is a whole one (a resume loads it).
+start_run "$work/twice.log" "${long[@]}" --checkpoint "$work/twice.ckpt" --checkpoint-every 100 \
+  --json "$work/twice.json" --curves "$work/twice"
+signal_run "$work/twice.ckpt" STOP HUP TERM CONT
+end_run
+if { [ "$rc" -ne 129 ] && [ "$rc" -ne 143 ]; } ||
+    ! grep -q "a second signal: exiting at once" "$work/twice.log" ||
+    [ -e "$work/twice.json" ] || [ -e "$work/twice.csv" ]; then
+  fail_run "two signals: expected status 129 or 143, the line and no outputs" "$work/twice.log"
+fi
+expect 0 "stopped early at step" -- "${long[@]}" --resume "$work/twice.ckpt" --stop-after 1
 # A checkpoint is refused by another model or set-up, and garbage is refused.
 expect 1 "step type" -- --model digits-dann-clip "${src[@]}" "${tgt[@]}" --steps 80 --seed 3 \
   --resume "$work/run.ckpt" --quiet
@@ -530,7 +637,7 @@ def take(n):
 n = struct.unpack_from("<Q", body, take(8))[0]; take(n)        # step type
 take(4 + 3 * 8 + 8 + 16 + 3 * 8)                               # ... up to the best step
 best = take(8)
-take(8 + 16)
+take(8 + 16 + 8)                                               # ... skipped in a row
 count = struct.unpack_from("<Q", body, take(8))[0]
 for _ in range(2 * count):
     take(struct.unpack_from("<Q", body, take(8))[0])

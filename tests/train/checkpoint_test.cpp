@@ -168,11 +168,13 @@ TEST_CASE("a refused checkpoint names the file and field and leaves the step unt
   SUBCASE("another version") {
     std::vector<unsigned char> b = bytes;
     b[8] = 7;
-    refused(b, "version: expected 3, found 7");
+    refused(b, "version: expected 4 (or 3, which this build still reads), found 7");
     b[8] = 1;  // the layout before modules were aligned
-    refused(b, "version: expected 3, found 1");
+    refused(b, "version: expected 4 (or 3, which this build still reads), found 1");
     b[8] = 2;  // the layout before settings
-    refused(b, "version: expected 3, found 2");
+    refused(b, "version: expected 4 (or 3, which this build still reads), found 2");
+    b[8] = 3;  // read as version 3, the position ends early: the settings' count is the streak
+    refused(b, "fit_args.lr: expected 0.05 (this step's fit_args), found no such setting");
   }
   SUBCASE("truncated anywhere") {
     for (std::size_t keep : {std::size_t(20), std::size_t(24), std::size_t(100), bytes.size() - 1})
@@ -292,6 +294,8 @@ TEST_CASE("a checkpoint with a valid checksum but impossible contents is refused
     refused(
         "selected target accuracy: expected NaN (not measured) or an accuracy in [0, 1], "
         "found 1.5");
+    df::save_checkpoint(path, trained, {.skipped_in_a_row = 10});
+    refused("skipped in a row: expected a count in [0, 9], found 10");
   }
   SUBCASE("the step type is shown with its control bytes escaped") {
     df::save_checkpoint(path, trained);
@@ -342,6 +346,49 @@ TEST_CASE("a checkpoint with a valid checksum but impossible contents is refused
     sgd_step chunked(other);
     CHECK(df::load_checkpoint(path, chunked).best_step == -1);
   }
+}
+
+TEST_CASE("a version-3 checkpoint still loads, with no steps skipped in a row") {
+  // Version 3 is version 4 without the run position's last field (skipped in a row).
+  df::test::temp_dir dir("checkpoint_version_3");
+  const std::string path = (dir.path() / "c.ckpt").string();
+  sgd_step trained(args);
+  train_until(trained, 9);
+  const df::run_position run{.source_rows = 50,
+                             .target_rows = 30,
+                             .best_score = 0.75,
+                             .best_step = 8,
+                             .evaluations_since_best = 1,
+                             .selected_target_accuracy = 0.5,
+                             .oracle_target_accuracy = 0.625,
+                             .skipped_in_a_row = 2};
+  df::save_checkpoint(path, trained, run);
+  sgd_step step(args);
+  CHECK(df::load_checkpoint(path, step).skipped_in_a_row == 2);
+
+  std::vector<unsigned char> b = read_bytes(path);
+  std::uint64_t name_bytes = 0;
+  std::memcpy(&name_bytes, b.data() + 24, 8);
+  // type name; value size; steps, batch, seed; step index; loss scale and its steps; the
+  // position's seven version-3 fields.
+  const std::size_t streak = 24 + 8 + std::size_t(name_bytes) + 4 + 24 + 8 + 16 + 7 * 8;
+  std::int64_t stored = 0;
+  std::memcpy(&stored, b.data() + streak, 8);
+  REQUIRE(stored == 2);
+  b.erase(b.begin() + std::ptrdiff_t(streak), b.begin() + std::ptrdiff_t(streak + 8));
+  b[8] = 3;
+  const std::uint64_t payload = b.size() - 24;
+  std::memcpy(b.data() + 16, &payload, 8);
+  write_bytes(path, with_valid_checksum(b));
+  sgd_step old(args);
+  const df::run_position loaded = df::load_checkpoint(path, old);
+  CHECK(loaded.skipped_in_a_row == 0);
+  CHECK(loaded.best_step == 8);
+  CHECK(loaded.best_score == 0.75);
+  CHECK(loaded.evaluations_since_best == 1);
+  CHECK(loaded.oracle_target_accuracy == 0.625);
+  CHECK(old.step_index() == 9);
+  CHECK(weights(old) == weights(trained));
 }
 
 TEST_CASE("a checkpoint's payload is bounded by the step before it is read") {

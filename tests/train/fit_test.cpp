@@ -12,6 +12,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -193,6 +196,11 @@ struct recorder : df::fit_callback {
 };
 
 const df::fit_options evaluated{.eval_every = 40, .validation_fraction = 0.2};
+
+std::vector<char> file_bytes(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
 }  // namespace
 
 TEST_CASE("fit evaluates every K steps and after the last, and calls the callbacks") {
@@ -276,7 +284,10 @@ TEST_CASE("a callback or patience stops the run early, after the evaluation that
   CHECK(r.stopped_early);
   CHECK(r.steps == 57);
   CHECK(step.step_index() == 57);
-  CHECK(r.evaluations.back().step == 57);  // the run's end is evaluated
+  CHECK(r.evaluations.back().step == 57);  // the run's end is evaluated, for the report only
+  CHECK_FALSE(r.evaluations.back().scheduled);
+  CHECK_FALSE(r.evaluations.back().best);
+  CHECK(r.best_step == 40);
 
   // Patience p: the run ends at the first evaluation that is the p-th without improvement.
   df::fit_options patient = evaluated;
@@ -353,6 +364,49 @@ TEST_CASE_TEMPLATE("a run resumed from its checkpoint ends bitwise where an unin
   CHECK(rest.parameters == whole.parameters);
   CHECK(rest.best_step == whole.best_step);
   CHECK(rest.best_score == whole.best_score);
+}
+
+TEST_CASE("a run stopped off the evaluation schedule and resumed ends as an uninterrupted one") {
+  // The stop's own evaluation is reported, never a candidate: were it one, a run stopped at a
+  // step that scores well would keep it as its best, and an uninterrupted run never sees it.
+  const auto s = blobs(df::data::domain::source, 0, 120),
+             t = blobs(df::data::domain::target, 0.3f, 90);
+  df::test::temp_dir dir("fit_stop_off_schedule");
+  df::fit_options o = evaluated;
+  o.eval_every = 20;
+  o.checkpoint = (dir / "whole.ckpt").string();
+  o.best_checkpoint = (dir / "whole_best.ckpt").string();
+  dann_step straight(args);
+  const df::fit_result whole = df::fit(straight, s, t, o);
+  REQUIRE(whole.best_step > 0);
+  for (const df::index_t stop : {1, 7, 13, 27, 57, 63, 99, 121, 149}) {
+    CAPTURE(stop);
+    recorder stopper;
+    stopper.stop_at = stop;
+    df::fit_options first = o;
+    first.callbacks = {&stopper};
+    first.checkpoint = (dir / "part.ckpt").string();
+    first.best_checkpoint = (dir / "part_best.ckpt").string();
+    dann_step a(args);
+    const df::fit_result part = df::fit(a, s, t, first);
+    REQUIRE(part.evaluations.size() == std::size_t(stop / 20 + 1));
+    CHECK(part.evaluations.back().step == stop);
+    CHECK_FALSE(part.evaluations.back().scheduled);
+    CHECK_FALSE(part.evaluations.back().best);
+    CHECK(part.best_step < stop);
+    df::fit_options rest = first;
+    rest.callbacks.clear();
+    rest.resume = first.checkpoint;
+    dann_step b(args);
+    const df::fit_result r = df::fit(b, s, t, rest);
+    CHECK(r.parameters == whole.parameters);
+    CHECK(r.best_step == whole.best_step);
+    CHECK(r.best_score == whole.best_score);
+    CHECK(r.selected_target_accuracy == whole.selected_target_accuracy);
+    CHECK(r.oracle_target_accuracy == whole.oracle_target_accuracy);
+    CHECK(file_bytes(first.checkpoint) == file_bytes(o.checkpoint));
+    CHECK(file_bytes(first.best_checkpoint) == file_bytes(o.best_checkpoint));
+  }
 }
 
 TEST_CASE("resuming onto other data or with conflicting options is refused clearly") {
@@ -579,6 +633,37 @@ TEST_CASE("skipped steps in a row end the run as diverged, with the last weights
                        doctest::Contains("fit_options: max_skipped_in_a_row: expected a step "
                                          "count >= 0, found -1"),
                        df::error);
+}
+
+TEST_CASE("steps skipped in a row are counted across a resume") {
+  // Every update is skipped (inputs of 1e30, as above): stopped after 3 steps and resumed, the
+  // run diverges at step 5 as the uninterrupted one does, not 5 steps after the resume.
+  auto s = blobs(df::data::domain::source, 0, 120);
+  auto t = blobs(df::data::domain::target, 0.3f, 90);
+  for (float& v : s.features) v *= 1e30f;
+  for (float& v : t.features) v *= 1e30f;
+  df::test::temp_dir dir("fit_skipped_resumed");
+  df::fit_options o{.checkpoint = (dir / "whole.ckpt").string(), .max_skipped_in_a_row = 5};
+  relu_step straight(args);
+  REQUIRE(df::fit(straight, s, t, o).diverged_at == 5);
+  recorder stopper;
+  stopper.stop_at = 3;
+  df::fit_options first = o;
+  first.checkpoint = (dir / "part.ckpt").string();
+  first.callbacks = {&stopper};
+  relu_step a(args);
+  CHECK_FALSE(df::fit(a, s, t, first).diverged);
+  relu_step loaded(args);
+  CHECK(df::load_checkpoint(first.checkpoint, loaded).skipped_in_a_row == 3);
+  df::fit_options rest = first;
+  rest.callbacks.clear();
+  rest.resume = first.checkpoint;
+  relu_step b(args);
+  const df::fit_result r = df::fit(b, s, t, rest);
+  CHECK(r.diverged);
+  CHECK(r.diverged_at == 5);
+  CHECK(r.steps == 2);
+  CHECK(file_bytes(first.checkpoint) == file_bytes(o.checkpoint));
 }
 
 TEST_CASE("a model whose outputs are not finite scores NaN on every validator, never selected") {

@@ -5,8 +5,9 @@
 //! A checkpoint holds the step's parameters and optimizer state, its step index (the position of
 //! every schedule and of Adam's bias corrections), the loss scaler's state, the loader's position
 //! (the samplers are counter-based, so the seed and the number of batches drawn are their whole
-//! state) and the training loop's model-selection bookkeeping. Resuming from step k and training
-//! to step n gives bitwise the weights of an uninterrupted run to n (tests/train/checkpoint_test).
+//! state) and the training loop's own state (model selection, steps skipped in a row). Resuming
+//! from step k and training to step n gives bitwise the weights of an uninterrupted run to n
+//! (tests/train/checkpoint_test).
 //!
 //! File layout, little-endian (checked at load):
 //!
@@ -56,8 +57,12 @@ namespace dafuse {
 //! a 64-byte boundary (nn::dann_net::module_alignment), so a network whose G_f or G_y size is not
 //! a multiple of 16 holds more values than in a version-1 file, which is refused by its version.
 //! 3: the run's settings (every fit_args field that changes the maths, data fingerprints) and
-//! the selected and oracle target accuracies of the run position.
-inline constexpr std::uint32_t checkpoint_version = 3;
+//! the selected and oracle target accuracies of the run position. 4: the run position's steps
+//! skipped in a row, so that a resumed run stops for divergence where an uninterrupted one does.
+inline constexpr std::uint32_t checkpoint_version = 4;
+//! The oldest version this build still reads: a version-3 file is read with no skipped steps in
+//! a row (what its dafuse assumed on resume).
+inline constexpr std::uint32_t checkpoint_oldest_version = 3;
 
 //! One setting of a run that a resumed run must share, as text: `{"fit_args.lr", "0.03"}`,
 //! `{"source data", "2000 rows x 256, CRC-32 …"}`. Checkpoints store them; loading compares them
@@ -81,6 +86,9 @@ struct run_position {
   //! whose best model came before it still reports them.
   double selected_target_accuracy = std::numeric_limits<double>::quiet_NaN();
   double oracle_target_accuracy = std::numeric_limits<double>::quiet_NaN();
+  //! The last steps skipped for non-finite gradients, in a row (fit_options::max_skipped_in_a_row
+  //! counts them across a resume).
+  std::int64_t skipped_in_a_row = 0;
 };
 
 namespace detail {
@@ -231,8 +239,8 @@ std::uint64_t checkpoint_fixed_payload_bytes(const Step&) {
   using value_type = typename Step::value_type;
   const std::uint64_t name = 8 + type_name<Step>().size();
   // value size; steps, batch, seed; step index; loss scale and its steps; the run position's
-  // seven fields; the settings' count.
-  const std::uint64_t fields = 4 + 3 * 8 + 8 + 2 * 8 + 7 * 8 + 8;
+  // eight fields (seven before version 4); the settings' count.
+  const std::uint64_t fields = 4 + 3 * 8 + 8 + 2 * 8 + 8 * 8 + 8;
   const std::uint64_t values =
       16 + (std::uint64_t(Step::parameter_count()) + std::uint64_t(Step::optimizer_state_size())) *
                sizeof(value_type);
@@ -289,6 +297,7 @@ void save_checkpoint(const std::string& path,
   payload.put(run.evaluations_since_best);
   payload.put(run.selected_target_accuracy);
   payload.put(run.oracle_target_accuracy);
+  payload.put(run.skipped_in_a_row);
   const std::vector<run_setting> own = detail::fit_args_settings(a);
   // What load_checkpoint accepts, refused here rather than in a file no run could resume from.
   std::uint64_t settings_bytes = 0;
@@ -350,8 +359,11 @@ run_position load_checkpoint(const std::string& path,
          got < 8 ? std::to_string(got) + " bytes" : "another kind of file");
   detail::byte_reader header(path, head.data() + 8, detail::checkpoint_header_bytes - 8);
   const auto version = header.get<std::uint32_t>("version");
-  if (version != checkpoint_version)
-    fail(path, "version", std::to_string(checkpoint_version), std::to_string(version));
+  if (version < checkpoint_oldest_version || version > checkpoint_version)
+    fail(path, "version",
+         std::to_string(checkpoint_version) + " (or " + std::to_string(checkpoint_oldest_version) +
+             ", which this build still reads)",
+         std::to_string(version));
   const auto crc = header.get<std::uint32_t>("checksum");
   const auto size = header.get<std::uint64_t>("payload size");
   const std::uint64_t stored = f.size() - detail::checkpoint_header_bytes;
@@ -420,6 +432,7 @@ run_position load_checkpoint(const std::string& path,
   run.evaluations_since_best = in.get<std::int64_t>("evaluations since best");
   run.selected_target_accuracy = in.get<double>("selected target accuracy");
   run.oracle_target_accuracy = in.get<double>("oracle target accuracy");
+  if (version >= 4) run.skipped_in_a_row = in.get<std::int64_t>("skipped in a row");
   // The selection state must be one a run could reach: no best yet (step -1, score NaN), or a
   // best at an evaluated step no later than the checkpoint's, with a finite score.
   if (run.best_step != -1 && !(run.best_step >= 1 && run.best_step <= step_index))
@@ -434,6 +447,9 @@ run_position load_checkpoint(const std::string& path,
   if (run.evaluations_since_best < 0 || run.evaluations_since_best > step_index)
     fail(path, "evaluations since best", "a count in [0, " + std::to_string(step_index) + "]",
          std::to_string(run.evaluations_since_best));
+  if (run.skipped_in_a_row < 0 || run.skipped_in_a_row > step_index)
+    fail(path, "skipped in a row", "a count in [0, " + std::to_string(step_index) + "]",
+         std::to_string(run.skipped_in_a_row));
   detail::check_accuracy(path, "selected target accuracy", run.selected_target_accuracy);
   detail::check_accuracy(path, "oracle target accuracy", run.oracle_target_accuracy);
 

@@ -44,6 +44,11 @@ struct evaluation {
   std::array<double, select::all_validators.size()> scores;
   double selection_score = std::numeric_limits<double>::quiet_NaN();  //!< the selector's score
   bool best = false;  //!< the best selection score so far (at this evaluation)
+  //! On the schedule (every fit_options::eval_every steps, or the last step), and so a candidate
+  //! for selection and the oracle. False for the evaluation where a callback stopped the run off
+  //! the schedule: reported only, so that a run stopped there and resumed selects what an
+  //! uninterrupted one does.
+  bool scheduled = true;
   //! The model's probabilities and features were finite; if not, every score is NaN.
   bool finite_outputs = true;
 
@@ -391,7 +396,9 @@ fit_result train_loop(Step& step,
   if (o.restore_best) best_parameters.reserve(static_cast<std::size_t>(Step::parameter_count()));
 
   auto batches = make_batcher(std::uint64_t(first));
-  index_t skipped_in_a_row = 0;
+  // Steps skipped in a row before this call (a resumed run's), continued by this call's.
+  const index_t skipped_carried = index_t(position.skipped_in_a_row);
+  index_t skipped_in_a_row = skipped_carried;
   index_t skipped_before = 0;  // a device step's skipped steps before this loop
   if constexpr (queued_step<Step>) skipped_before = step.tallies().skipped;
   step.set_profiler(o.profile);
@@ -415,7 +422,10 @@ fit_result train_loop(Step& step,
         r.last = step.last_report();
         const auto tally = step.tallies();
         r.skipped_steps = tally.skipped - skipped_before;
-        skipped_in_a_row = tally.skipped_in_a_row;
+        // The device counts from its step's creation: a streak as long as this call continues
+        // the one carried in.
+        skipped_in_a_row = tally.skipped_in_a_row +
+                           (tally.skipped_in_a_row >= t + 1 - first ? skipped_carried : 0);
         if (tally.first_nonfinite > first) nonfinite_at = tally.first_nonfinite;
       }
     } else {
@@ -427,6 +437,7 @@ fit_result train_loop(Step& step,
     }
     ++r.steps;
     ++t;
+    position.skipped_in_a_row = skipped_in_a_row;
     bool stop = false;
     if (nonfinite_at >= 0) {
       r.divergence =
@@ -453,7 +464,10 @@ fit_result train_loop(Step& step,
     }
     const bool last = t == args.steps;
     if constexpr (Options) {
-      if (o.eval_every > 0 && (t % o.eval_every == 0 || last || stop)) {
+      // Selection (and the oracle, and patience) reads the scheduled evaluations only: a stop
+      // elsewhere is evaluated below, after its checkpoint, for the report.
+      const bool scheduled = o.eval_every > 0 && (t % o.eval_every == 0 || last);
+      if (scheduled) {
         profile_scope timing(o.profile, phase::evaluation);
         evaluation e = scorer->evaluate(step, t);
         if (std::isfinite(e.target_accuracy) && !(e.target_accuracy <= r.oracle_target_accuracy))
@@ -485,6 +499,13 @@ fit_result train_loop(Step& step,
           ((o.checkpoint_every > 0 && t % o.checkpoint_every == 0) || last || stop)) {
         profile_scope saving(o.profile, phase::checkpoint);
         save_checkpoint(o.checkpoint, step, position, settings);
+      }
+      if (stop && !scheduled && o.eval_every > 0) {
+        profile_scope timing(o.profile, phase::evaluation);
+        evaluation e = scorer->evaluate(step, t);
+        e.scheduled = false;
+        r.evaluations.push_back(e);
+        for (fit_callback* c : o.callbacks) c->on_evaluation(r.evaluations.back());
       }
     }
     if (stop) {
