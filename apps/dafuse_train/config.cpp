@@ -310,14 +310,16 @@ Trains one DANN-style set-up from the registry (--list) on NPY data, with evalua
 label-free model selection, checkpoints and profiling, and reports what happened.
 
 Data
-  --source X            source features: an NPY file [N, ...] (float32 or uint8 images),
+  --source X            source features: an NPY file [N, ...] (float32; float64 and integers
+                        converted on load, one line says so; uint8 images scaled by 1/255),
                         or a CSR prefix P with P_indptr.npy, P_indices.npy, P_data.npy
-  --source-labels Y     int32 NPY [N] (default for a CSR prefix: P_labels.npy)
+  --source-labels Y     integer NPY [N] (int64 as np.save writes it, or any integer type
+                        whose values fit int32; default for a CSR prefix: P_labels.npy)
   --target X            target features, as --source
   --target-labels Y     optional; only reported (oracle accuracy), never used to train or select
   --target-test X       a target test set, as --target, never trained on: the model the run
                         ends with (the selected one with --restore-best) is reported on it
-  --target-test-labels Y  its int32 labels (default for a CSR prefix: P_labels.npy)
+  --target-test-labels Y  its integer labels (default for a CSR prefix: P_labels.npy)
   --preprocess A[,B]    transforms in order: none, standardize, l2, log1p, binarize
                         (dense: standardize is fitted on the source; CSR: l2, log1p, binarize)
 

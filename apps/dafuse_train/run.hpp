@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -127,6 +129,47 @@ inline df::data::sparse_dataset load_sparse(const std::string& prefix,
   if (labels.empty() && (labels_required || std::filesystem::exists(prefix + "_labels.npy")))
     labels = prefix + "_labels.npy";
   return df::data::load_sparse_dataset(prefix, labels, side, df::index_t(width));
+}
+
+//! Says on stderr that the NPY file `path` was converted on load, when its dtype is not the one
+//! trained on (`as`): "X.npy: float64 converted to float32". uint8 features are left unsaid
+//! (read as before: images scaled by 1/255), and so is a file whose header cannot be read.
+inline void note_conversion(const std::string& path, df::data::dtype as) {
+  df::data::npy_header h;
+  try {
+    h = df::data::read_npy_header(path);
+  } catch (const df::error&) {
+    return;
+  }
+  const bool big = h.byte_order != std::endian::little;
+  if ((h.type == as && !big) ||
+      (as == df::data::dtype::float32 && h.type == df::data::dtype::uint8))
+    return;
+  std::fprintf(stderr, "%s: %s%s converted to %s\n", path.c_str(),
+               std::string(df::data::name_of(h.type)).c_str(), big ? " (big-endian)" : "",
+               std::string(df::data::name_of(as)).c_str());
+}
+
+//! note_conversion for every data file of the run: features as float32, labels and CSR offsets
+//! and columns as int32 (numpy saves float64 and int64 by default).
+template <bool Sparse>
+void note_conversions(const config& c) {
+  using df::data::dtype;
+  for (const auto& [x, y] : {std::pair{c.source, c.source_labels},
+                             {c.target, c.target_labels},
+                             {c.target_test, c.target_test_labels}}) {
+    if (x.empty()) continue;
+    if constexpr (Sparse) {
+      note_conversion(x + "_data.npy", dtype::float32);
+      note_conversion(x + "_indptr.npy", dtype::int32);
+      note_conversion(x + "_indices.npy", dtype::int32);
+      const std::string labels = y.empty() ? x + "_labels.npy" : y;
+      if (std::filesystem::exists(labels)) note_conversion(labels, dtype::int32);
+    } else {
+      note_conversion(x, dtype::float32);
+      if (!y.empty()) note_conversion(y, dtype::int32);
+    }
+  }
 }
 
 //! Applies --preprocess to both domains and the target test set, if any (dense): each transform
@@ -781,6 +824,7 @@ int run_model(const config& c, const model_entry& m) {
     df::data::check_width(*d.target_test, Step::input_width);
     df::data::check_labels(*d.target_test, Step::class_count);
   }
+  note_conversions<Step::sparse_input>(c);
   activity() = "preprocessing the data (--preprocess)";
   preprocess(c.preprocess, d);
 

@@ -231,7 +231,7 @@ TEST_CASE("model file: a file of another network is refused, the target unchange
     });
     CHECK(refused(bad) == "dafuse: " + bad.string() +
                               ": classifier.0.bias.npy: descr: expected '<f4' (float32), found "
-                              "'<i4' (int32)");
+                              "'<i4' (int32); convert with arr.astype(np.float32)");
   }
   SUBCASE("not a model file") {
     CHECK(refused(tmp / "absent.npz").find((tmp / "absent.npz").string()) != std::string::npos);
