@@ -450,8 +450,17 @@ class reporter final : public df::fit_callback {
   std::chrono::steady_clock::time_point start_, last_draw_{};
 };
 
+//! A model that leaves the run (--save-model, --predictions) and is scored (--target-test).
+template <class Net>
+struct chosen_model {
+  df::model<Net> model;
+  bool selected = false;  //!< the validator's choice; false: the last step's (none selected)
+  long step = -1;         //!< the training step its weights are from
+  std::string what;       //!< for the output: "the selected model, step 500"
+};
+
 //! Keeps the model of the step at its best evaluation (the one the validator selected): what
-//! --save-model and --predictions write.
+//! --save-model and --predictions write and --target-test scores.
 template <class Step>
 class selected_model final : public df::fit_callback {
  public:
@@ -463,16 +472,18 @@ class selected_model final : public df::fit_callback {
     step_index_ = long(e.step);
   }
 
-  //! The selected model, or (none selected in this call: a resumed run whose best came before
-  //! it) the step's own; `what` says which.
-  df::model<typename Step::net_type> get(std::string& what) const {
-    if (model_) {
-      what = "the selected model, step " + std::to_string(step_index_);
-      return *model_;
-    }
-    what = "the last step's model, step " + std::to_string(step_.step_index()) +
-           ": no model was selected in this call";
-    return df::model_of(step_);
+  //! The selected model; when none was selected in this call (a resumed run whose best came
+  //! before it), the step's own, which is the selected one if fit restored it (`r`).
+  chosen_model<typename Step::net_type> get(const df::fit_result& r) const {
+    if (model_)
+      return {*model_, true, step_index_,
+              "the selected model, step " + std::to_string(step_index_)};
+    if (r.restored_best)
+      return {df::model_of(step_), true, long(r.best_step),
+              "the selected model, step " + std::to_string(r.best_step)};
+    return {df::model_of(step_), false, long(step_.step_index()),
+            "the last step's model, step " + std::to_string(step_.step_index()) +
+                ": no model was selected in this call"};
   }
 
  private:
@@ -486,9 +497,17 @@ inline constexpr int json_format_version = 2;
 
 //! What a run measured beyond fit_result.
 struct run_outcome {
-  long trained_source_rows = 0;  //!< source rows trained on (the rest were held out)
-  bool clipped = false;          //!< the model clips gradients (max_grad_norm applies)
-  double target_test_accuracy = std::numeric_limits<double>::quiet_NaN();  //!< NaN: no test set
+  static constexpr double none = std::numeric_limits<double>::quiet_NaN();
+  long trained_source_rows = 0;        //!< source rows trained on (the rest were held out)
+  bool clipped = false;                //!< the model clips gradients (max_grad_norm applies)
+  double target_test_accuracy = none;  //!< the model the run ends with; NaN: no test set
+  double selected_target_test_accuracy = none;  //!< the selected model's; NaN: none or no test set
+  // The model --save-model and --predictions wrote, if any.
+  bool saved = false;
+  bool saved_selected = false;               //!< the selected model, else the last step's
+  long saved_step = -1;                      //!< the step its weights are from
+  double saved_target_test_accuracy = none;  //!< on --target-test
+  double saved_target_accuracy = none;       //!< on the labelled target set (oracle)
 };
 
 //! Writes the configuration and every result as one JSON object.
@@ -557,6 +576,14 @@ void write_json(const std::string& path,
        ", \"selected_target_accuracy\": " + number(r.selected_target_accuracy) +
        ", \"oracle_target_accuracy\": " + number(r.oracle_target_accuracy) +
        ", \"target_test_accuracy\": " + number(outcome.target_test_accuracy) +
+       ", \"selected_target_test_accuracy\": " + number(outcome.selected_target_test_accuracy) +
+       ", \"saved_model\": " +
+       (outcome.saved
+            ? "{\"model\": " + json_string(outcome.saved_selected ? "selected" : "last step") +
+                  ", \"step\": " + std::to_string(outcome.saved_step) +
+                  ", \"target_test_accuracy\": " + number(outcome.saved_target_test_accuracy) +
+                  ", \"target_accuracy_oracle\": " + number(outcome.saved_target_accuracy) + "}"
+            : std::string("null")) +
        ", \"stopped_early\": " + (r.stopped_early ? "true" : "false") +
        ", \"restored_best\": " + (r.restored_best ? "true" : "false") +
        ", \"diverged\": " + (r.diverged ? "true" : "false") +
@@ -899,7 +926,8 @@ int run_model(const config& c, const model_entry& m) {
   activity() = "allocating the step for --batch " + std::to_string(args.batch);
   Step step(args);
   selected_model<Step> selected(step);
-  if (!c.save_model.empty() || !c.predictions.empty()) o.callbacks.push_back(&selected);
+  const bool writes_model = !c.save_model.empty() || !c.predictions.empty();
+  if (writes_model || d.target_test) o.callbacks.push_back(&selected);
   activity() = "training";
   const df::fit_result r = df::fit(step, d.source, d.target, o);
   report.finish();
@@ -924,19 +952,46 @@ int run_model(const config& c, const model_entry& m) {
         "(oracle: chosen with target labels)\n",
         percent(r.selected_target_accuracy).c_str(), percent(r.target_accuracy).c_str(),
         percent(r.oracle_target_accuracy).c_str());
+  // Every accuracy below is a df::model's, the class that --save-model writes and --predictions
+  // runs: the figure printed beside a saved model is that model's, to the row.
+  std::optional<chosen_model<typename Step::net_type>> chosen;
+  if (writes_model || d.target_test) chosen = selected.get(r);
+  double chosen_accuracy = run_outcome::none;  // on the target test set
   if (d.target_test) {
-    outcome.target_test_accuracy = df::accuracy(step, *d.target_test);
-    std::printf("target test accuracy: %.2f %% on %ld rows (the %s model)\n",
-                100 * outcome.target_test_accuracy, long(df::detail::row_count(*d.target_test)),
-                r.restored_best ? "selected" : "last step's");
+    const long rows = long(df::detail::row_count(*d.target_test));
+    chosen_accuracy = df::accuracy(chosen->model, *d.target_test);
+    if (chosen->selected) outcome.selected_target_test_accuracy = chosen_accuracy;
+    // The step holds other weights than the chosen model's unless fit restored them or the
+    // selected evaluation was the last step.
+    if (r.restored_best || chosen->step == long(step.step_index())) {
+      outcome.target_test_accuracy = chosen_accuracy;
+      std::printf("target test accuracy: %.2f %% on %ld rows (%s%s)\n", 100 * chosen_accuracy, rows,
+                  chosen->what.c_str(),
+                  r.restored_best    ? ", restored by --restore-best"
+                  : chosen->selected ? ", the last step"
+                                     : "");
+    } else {
+      df::model<typename Step::net_type> last = df::model_of(step);
+      outcome.target_test_accuracy = df::accuracy(last, *d.target_test);
+      std::printf(
+          "target test accuracy: selected model %s (step %ld), last step %s (step %ld), "
+          "on %ld rows\n",
+          percent(chosen_accuracy).c_str(), chosen->step,
+          percent(outcome.target_test_accuracy).c_str(), long(step.step_index()), rows);
+    }
   }
   if (r.stopped_early) std::printf("stopped early at step %ld\n", long(step.step_index()));
-  if (!c.save_model.empty() || !c.predictions.empty()) {
-    std::string what;
-    const df::model<typename Step::net_type> m = selected.get(what);
+  if (writes_model) {
+    const df::model<typename Step::net_type>& m = chosen->model;
+    outcome.saved = true;
+    outcome.saved_selected = chosen->selected;
+    outcome.saved_step = chosen->step;
+    outcome.saved_target_test_accuracy = chosen_accuracy;
+    if (d.target.has_labels())
+      outcome.saved_target_accuracy = df::accuracy(chosen->model, d.target);
     if (!c.save_model.empty()) {
       df::save_model(c.save_model, m);
-      std::printf("model file: %s (%s)\n", c.save_model.c_str(), what.c_str());
+      std::printf("model file: %s (%s)\n", c.save_model.c_str(), chosen->what.c_str());
     }
     if (!c.predictions.empty()) {
       const Data& rows = d.target_test ? *d.target_test : d.target;
@@ -947,8 +1002,15 @@ int run_model(const config& c, const model_entry& m) {
         m.predict(rows.features.data(), rows.rows, classes.data());
       df::data::save_npy<std::int32_t>(c.predictions, {classes.size()},
                                        std::span<const std::int32_t>(classes));
-      std::printf("predictions: %s (%zu %s rows, %s)\n", c.predictions.c_str(), classes.size(),
-                  d.target_test ? "target test" : "target", what.c_str());
+      // The file's own score on the rows' labels, when they have them.
+      const double scored =
+          d.target_test ? outcome.saved_target_test_accuracy : outcome.saved_target_accuracy;
+      std::printf(
+          "predictions: %s (%zu %s rows, %s%s)\n", c.predictions.c_str(), classes.size(),
+          d.target_test ? "target test" : "target", chosen->what.c_str(),
+          std::isfinite(scored)
+              ? ("; " + percent(scored) + " correct" + (d.target_test ? "" : " (oracle)")).c_str()
+              : "");
     }
   }
   if (c.profile) std::printf("%s", prof.summary().c_str());

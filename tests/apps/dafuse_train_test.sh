@@ -347,6 +347,54 @@ if command -v python3 >/dev/null; then
     --target "$work/t64.npy"
 fi
 
+# The model you save is the model you scored (issue 47): the accuracy the run prints beside
+# --save-model and --predictions is the saved model's. The predictions file, scored here against
+# the test labels, equals the printed figure, the predictions line's and the JSON's saved_model.
+# Seed 2 selects step 150 of 300 on this machine, so both models are printed, labelled.
+if command -v python3 >/dev/null; then
+  timeout 120 "$exe" --model digits-dann --source "$shipped/mnist_images.npy" \
+    --source-labels "$shipped/mnist_labels.npy" --target "$shipped/usps_images.npy" \
+    --target-test "$shipped/usps_images.npy" --target-test-labels "$shipped/usps_labels.npy" \
+    --steps 300 --eval-every 50 --seed 2 --quiet --save-model "$work/saved.npz" \
+    --predictions "$work/saved_classes.npy" --json "$work/saved.json" >"$work/saved.out" 2>&1
+  python3 - "$?" "$work/saved.out" "$work/saved_classes.npy" "$shipped/usps_labels.npy" \
+    "$work/saved.json" <<'PY' ||
+import array, json, re, sys
+status, out = sys.argv[1], open(sys.argv[2]).read()
+def npy(path):
+    data = open(path, "rb").read()
+    length = int.from_bytes(data[8:10], "little")
+    assert b"'<i4'" in data[10:10 + length], path
+    return array.array("i", data[10 + length:])
+problems = []
+try:
+    predicted, labels = npy(sys.argv[3]), npy(sys.argv[4])
+    accuracy = sum(p == y for p, y in zip(predicted, labels)) / len(labels)
+    saved = json.load(open(sys.argv[5]))["result"]["saved_model"]
+except (OSError, ValueError, KeyError, AssertionError) as e:
+    problems.append("status %s, %r" % (status, e))
+else:
+    if status != "0": problems.append("status " + status)
+    if len(predicted) != len(labels): problems.append("%d predictions" % len(predicted))
+    line = re.search(r"^target test accuracy: (?:selected model )?([0-9.]+) %", out, re.M)
+    if not line or line.group(1) != "%.2f" % (100 * accuracy):
+        problems.append("printed %s %%, the predictions score %.4f %%"
+                        % (line and line.group(1), 100 * accuracy))
+    step = re.search(r"^model file: .*\(the selected model, step ([0-9]+)\)", out, re.M)
+    if not step or int(step.group(1)) != saved["step"] or saved["model"] != "selected":
+        problems.append("the saved model's step: %r, JSON %r" % (step and step.group(1), saved))
+    if "; %.2f %% correct)" % (100 * accuracy) not in out: problems.append("predictions line")
+    if saved["step"] != 300 and not re.search(r"^target test accuracy: selected model .*, last step "
+                                              r"[0-9.]+ % \(step 300\)", out, re.M):
+        problems.append("the last step's accuracy is not printed apart, labelled")
+    if abs(saved["target_test_accuracy"] - accuracy) > 1e-9: problems.append("JSON %r" % saved)
+for p in problems: print("FAIL: the saved model against the printed accuracy:", p)
+if problems: print(out)
+sys.exit(1 if problems else 0)
+PY
+    failures=$((failures + 1))
+fi
+
 mnist=$data/jda_mnist_usps
 if [ ! -f "$mnist/mnist_images.npy" ]; then
   echo "no shared data in $data: data-dependent checks skipped"
