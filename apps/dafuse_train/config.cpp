@@ -383,7 +383,8 @@ Output
   --curves PREFIX       write PREFIX.csv and PREFIX.svg (losses, accuracies, lambda, validators)
   --curve-every N       steps per curve point (default: about 500 points)
   --save-model FILE     write the selected model as a model file (.npz: weights by module and
-                        layer, torch.nn.Linear layout, and architecture.json; docs/training.md)
+                        layer, torch.nn.Linear layout, architecture.json, and what --preprocess
+                        fitted, so the model reads raw rows; docs/training.md)
   --predictions FILE    write the selected model's class of each target test row (--target-test)
                         or, without a test set, of each target row (int32 NPY)
   --quiet               no progress bar or lines

@@ -173,8 +173,11 @@ void note_conversions(const config& c) {
 }
 
 //! Applies --preprocess to both domains and the target test set, if any (dense): each transform
-//! fitted on the training data only.
-inline void preprocess(const std::vector<std::string>& steps, run_data<df::data::dataset>& d) {
+//! fitted on the training data only. Returns what was fitted, for the model file.
+inline df::data::preprocessing preprocess(const std::vector<std::string>& steps,
+                                          run_data<df::data::dataset>& d) {
+  using df::data::preprocess_kind;
+  df::data::preprocessing fitted;
   std::vector<df::data::dataset*> all{&d.source, &d.target};
   if (d.target_test) all.push_back(&*d.target_test);
   for (const std::string& s : steps) {
@@ -183,24 +186,31 @@ inline void preprocess(const std::vector<std::string>& steps, run_data<df::data:
       df::data::standardize t;
       t.fit(d.source, d.target);
       for (df::data::dataset* x : all) t.apply(*x);
+      fitted.add_standardize(t.statistics(df::data::domain::target));
     } else if (s == "l2") {
       for (df::data::dataset* x : all) df::data::l2_normalize_rows(*x);
+      fitted.add(preprocess_kind::l2);
     } else if (s == "log1p") {
       df::data::log1p t;
       for (df::data::dataset* x : all) t.apply(*x);
+      fitted.add(preprocess_kind::log1p);
     } else if (s == "binarize") {
       df::data::binarize t;
       for (df::data::dataset* x : all) t.apply(*x);
+      fitted.add(preprocess_kind::binarize, t.threshold);
     } else {
       throw usage_error("--preprocess: expected none, standardize, l2, log1p or binarize, found '" +
                         s + "'");
     }
   }
+  return fitted;
 }
 
 //! The same for CSR rows (transforms that keep zeros zero).
-inline void preprocess(const std::vector<std::string>& steps,
-                       run_data<df::data::sparse_dataset>& d) {
+inline df::data::preprocessing preprocess(const std::vector<std::string>& steps,
+                                          run_data<df::data::sparse_dataset>& d) {
+  using df::data::preprocess_kind;
+  df::data::preprocessing fitted;
   std::vector<df::data::sparse_dataset*> all{&d.source, &d.target};
   if (d.target_test) all.push_back(&*d.target_test);
   for (const std::string& s : steps) {
@@ -216,7 +226,11 @@ inline void preprocess(const std::vector<std::string>& steps,
         throw usage_error(
             "--preprocess: expected none, l2, log1p or binarize for CSR data, found '" + s + "'");
     }
+    fitted.add(s == "l2"      ? preprocess_kind::l2
+               : s == "log1p" ? preprocess_kind::log1p
+                              : preprocess_kind::binarize_nonzero);
   }
+  return fitted;
 }
 
 //! JSON string literal of `s`.
@@ -853,7 +867,7 @@ int run_model(const config& c, const model_entry& m) {
   }
   note_conversions<Step::sparse_input>(c);
   activity() = "preprocessing the data (--preprocess)";
-  preprocess(c.preprocess, d);
+  const df::data::preprocessing fitted = preprocess(c.preprocess, d);
 
   df::fit_args args;
   args.steps = c.steps > 0 ? c.steps : m.defaults.steps;
@@ -990,8 +1004,15 @@ int run_model(const config& c, const model_entry& m) {
     if (d.target.has_labels())
       outcome.saved_target_accuracy = df::accuracy(chosen->model, d.target);
     if (!c.save_model.empty()) {
-      df::save_model(c.save_model, m);
-      std::printf("model file: %s (%s)\n", c.save_model.c_str(), chosen->what.c_str());
+      // The file's model reads raw rows: the fitted --preprocess travels with the weights.
+      df::model<typename Step::net_type> saved = m;
+      saved.set_preprocessing(fitted);
+      df::save_model(c.save_model, saved);
+      std::string steps;
+      for (const auto& s : fitted.steps())
+        steps.append(steps.empty() ? "" : ", ").append(df::data::name(s.kind));
+      std::printf("model file: %s (%s%s)\n", c.save_model.c_str(), chosen->what.c_str(),
+                  steps.empty() ? "" : ("; it applies " + steps + " to raw rows").c_str());
     }
     if (!c.predictions.empty()) {
       const Data& rows = d.target_test ? *d.target_test : d.target;

@@ -257,7 +257,28 @@ inline void check_width(const sparse_dataset& d, index_t width) {
 
 // Transforms that keep the sparsity pattern: each maps 0 to 0, so only stored values change.
 // None is fitted on anything (no statistics from the source), so source and target are treated
-// alike and a transform can be applied to each domain on its own.
+// alike and a transform can be applied to each domain on its own. The arithmetic of each is a
+// detail function that data::preprocessing shares, so a model reads raw rows bit for bit alike.
+
+namespace detail {
+//! Scales a sparse row's `n` stored values at `v` to unit L2 norm; a row of zeros stays zero.
+inline void l2_normalize_values(float* v, std::size_t n) {
+  double sq = 0;
+  for (std::size_t p = 0; p < n; ++p) sq += double(v[p]) * double(v[p]);
+  if (sq == 0) return;
+  // Divide in double: 1/norm of a row of tiny values may not fit in a float.
+  const double norm = std::sqrt(sq);
+  for (std::size_t p = 0; p < n; ++p) v[p] = float(double(v[p]) / norm);
+}
+//! log1p_values' arithmetic: log(1 + v) in float.
+inline float log1p_value(float v) {
+  return std::log1p(v);
+}
+//! binarize_values' rule: 1 for a non-zero value, 0 for a stored zero.
+inline float nonzero_value(float v) {
+  return v != 0.0f ? 1.0f : 0.0f;
+}
+}  // namespace detail
 
 //! Scales each row to unit L2 norm; rows of zeros stay zero. Per row: fitted on nothing.
 inline void l2_normalize_rows(sparse_dataset& d) {
@@ -265,12 +286,7 @@ inline void l2_normalize_rows(sparse_dataset& d) {
   for (index_t i = 0; i < m.rows; ++i) {
     const std::size_t begin = std::size_t(m.indptr[std::size_t(i)]);
     const std::size_t end = std::size_t(m.indptr[std::size_t(i) + 1]);
-    double sq = 0;
-    for (std::size_t p = begin; p < end; ++p) sq += double(m.values[p]) * double(m.values[p]);
-    if (sq == 0) continue;
-    // Divide in double: 1/norm of a row of tiny values may not fit in a float.
-    const double norm = std::sqrt(sq);
-    for (std::size_t p = begin; p < end; ++p) m.values[p] = float(double(m.values[p]) / norm);
+    detail::l2_normalize_values(m.values.data() + begin, end - begin);
   }
 }
 
@@ -287,13 +303,13 @@ inline void log1p_values(sparse_dataset& d) {
              "values[" + std::to_string(p) + "] (row " + std::to_string(i) + ", column " +
                  std::to_string(m.indices[p]) + ")",
              "a value > -1 for log1p", std::to_string(m.values[p]));
-  for (float& v : m.values) v = std::log1p(v);
+  for (float& v : m.values) v = detail::log1p_value(v);
 }
 
 //! Replaces each non-zero value by 1 (word present or not); stored zeros stay 0. Per value:
 //! fitted on nothing.
 inline void binarize_values(sparse_dataset& d) {
-  for (float& v : d.features.values) v = v != 0.0f ? 1.0f : 0.0f;
+  for (float& v : d.features.values) v = detail::nonzero_value(v);
 }
 
 //! The non-zeros of a dense row-major [rows, cols] array as a CSR matrix (exact zeros are left

@@ -142,17 +142,24 @@ inline void check_width(const dataset& d, index_t width) {
   detail::check_row_width(d.origin, d.width, width);
 }
 
+namespace detail {
+//! Scales the `width` values at `r` to unit L2 norm: r · float(1 / ||r||), the norm summed in
+//! double in index order; a row of zeros stays zero. Shared with data::preprocessing, so that a
+//! model applies it to raw rows bit for bit as l2_normalize_rows did to the training rows.
+inline void l2_normalize_row(float* r, index_t width) {
+  double sq = 0;
+  for (index_t k = 0; k < width; ++k) sq += double(r[k]) * double(r[k]);
+  if (sq == 0) return;
+  const float inv = float(1.0 / std::sqrt(sq));
+  for (index_t k = 0; k < width; ++k) r[k] *= inv;
+}
+}  // namespace detail
+
 //! Scales each row to unit L2 norm (rows of zeros stay zero). A per-row transform: nothing is
 //! fitted, so source and target are treated alike.
 inline void l2_normalize_rows(dataset& d) {
-  for (index_t i = 0; i < d.rows; ++i) {
-    float* r = d.features.data() + i * d.width;
-    double sq = 0;
-    for (index_t k = 0; k < d.width; ++k) sq += double(r[k]) * double(r[k]);
-    if (sq == 0) continue;
-    const float inv = float(1.0 / std::sqrt(sq));
-    for (index_t k = 0; k < d.width; ++k) r[k] *= inv;
-  }
+  for (index_t i = 0; i < d.rows; ++i)
+    detail::l2_normalize_row(d.features.data() + i * d.width, d.width);
 }
 
 }  // namespace dafuse::data
