@@ -9,6 +9,12 @@ and an architecture.json that gives each layer's widths and activation. This scr
 names, strictly), runs G_y(G_f(x)) on the rows, and compares the arg-max with the classes dafuse
 predicted for the same rows (model<Net>::predict, or dafuse-train --predictions).
 
+A version 2 file also lists the preprocessing its rows went through before training
+("preprocess": standardize with its float64 statistics in preprocess.<i>.mean/stddev, l2, log1p,
+binarize); `Preprocess` applies it to the raw rows before G_f, with dafuse's arithmetic
+(data/preprocessing.hpp: float64 where dafuse computes in double, rounded to float32 after each
+step), so --rows are the raw rows and --classes what dafuse predicts for the transformed ones.
+
 A conv net's layers ("kind": "conv2d", "max_pool2d" in the architecture) become nn.Conv2d and
 nn.MaxPool2d children at their indices; the file holds their weights in PyTorch's NCHW layout
 already. dafuse reads images channels last (NHWC), so the module views its input rows as
@@ -17,11 +23,12 @@ order, as the file's next dense weight expects) after the last one.
 
     tools/check_model_export.py MODEL.npz --rows X.npy --classes DAFUSE_CLASSES.npy [--labels Y.npy]
 
-X is what the model reads: float32 [N, width] (or [N, H, W(, C)], flattened), uint8 images scaled by
-1/255 as dafuse-train scales them, or for a model with a sparse first layer a CSR prefix P
-(P_indptr.npy, P_indices.npy, P_data.npy). Rows whose two largest PyTorch logits lie within
---tie-tolerance of each other may go either way (the products sum in other orders); every other
-row must agree. Exit status: 0 they agree, 1 they do not, 2 a bad file or argument.
+X is what the model reads: float32 [N, width] (or [N, H, W(, C)], flattened; float64 and
+integers converted to float32 as dafuse converts them), uint8 images scaled by 1/255 as
+dafuse-train scales them, or for a model with a sparse first layer a CSR prefix P (P_indptr.npy,
+P_indices.npy, P_data.npy); raw rows for a model file with preprocessing. Rows whose two largest
+PyTorch logits lie within --tie-tolerance of each other may go either way (the products sum in
+other orders); every other row must agree. Exit status: 0 they agree, 1 they do not, 2 a bad file or argument.
 Needs numpy and torch (Debian: python3-numpy, python3-torch).
 """
 import argparse
@@ -97,22 +104,78 @@ class Stack(nn.ModuleList):
         return torch.flatten(x.permute(0, 2, 3, 1), 1) if x.dim() == 4 else x
 
 
-class DannModel(nn.Module):
-    """G_f, G_y and G_d of a dafuse network; forward() gives G_y(G_f(x)), the class logits."""
+TRANSFORMS = ('standardize', 'l2', 'log1p', 'binarize', 'binarize_nonzero')
 
-    def __init__(self, architecture):
+
+class Preprocess(nn.Module):
+    """The steps a version 2 model file lists, applied to raw rows [N, width] in order. Each
+    follows dafuse's arithmetic for its input form (data/preprocessing.hpp): standardize, dense
+    l2's norm and dense log1p in float64; sparse l2 divides by the norm in float64, sparse log1p
+    is float32's; every step ends in float32. The statistics are buffers outside the state dict
+    (they are not torch parameters of the file)."""
+
+    def __init__(self, steps, arrays, width, sparse, where):
+        super().__init__()
+        self.steps = []
+        for i, step in enumerate(steps):
+            kind = step.get('transform')
+            if kind not in TRANSFORMS:
+                raise BadInput(f'{where}[{i}].transform: expected one of {", ".join(TRANSFORMS)}, '
+                               f'found {kind!r}')
+            if kind == 'standardize':
+                for key in ('mean', 'stddev'):
+                    a = arrays.get(step.get(key, ''))
+                    if a is None or a.dtype != np.float64 or a.shape != (width,):
+                        raise BadInput(f'{where}[{i}].{key}: expected a float64 member of shape '
+                                       f'({width},), found {step.get(key)!r}')
+                    self.register_buffer(f'{key}{i}', torch.from_numpy(a.copy()), persistent=False)
+            self.steps.append((kind, float(step.get('threshold', 0.0))))
+        self.sparse = sparse
+
+    def forward(self, x):
+        for i, (kind, threshold) in enumerate(self.steps):
+            if kind == 'standardize':
+                mean, std = getattr(self, f'mean{i}'), getattr(self, f'stddev{i}')
+                centred = x.double() - mean
+                x = torch.where(std == 0, centred, centred / torch.where(std == 0, 1.0, std))
+            elif kind == 'l2':
+                sq = (x.double() ** 2).sum(dim=1, keepdim=True)
+                if self.sparse:
+                    scaled = x.double() / torch.sqrt(sq)
+                else:
+                    scaled = x * (1.0 / torch.sqrt(sq)).float()
+                x = torch.where(sq == 0, x.double() if self.sparse else x, scaled)
+            elif kind == 'log1p':
+                x = torch.log1p(x) if self.sparse else torch.log1p(x.double())
+            elif kind == 'binarize':
+                x = (x > threshold).float()
+            else:
+                x = (x != 0).float()
+            x = x.float()
+        return x
+
+
+class DannModel(nn.Module):
+    """G_f, G_y and G_d of a dafuse network, and the preprocessing of its raw rows; forward()
+    gives G_y(G_f(preprocess(x))), the class logits."""
+
+    def __init__(self, architecture, arrays=None):
         super().__init__()
         modules = architecture['modules']
+        self.preprocess = Preprocess(architecture.get('preprocess', []), arrays or {},
+                                     architecture['input']['width'],
+                                     architecture['input']['sparse'], 'preprocess')
         self.features = Stack(modules['features'], 'modules.features')
         self.classifier = Stack(modules['classifier'], 'modules.classifier')
         self.discriminator = Stack(modules['discriminator'], 'modules.discriminator')
 
     def forward(self, x):
-        return self.classifier(self.features(x))
+        return self.classifier(self.features(self.preprocess(x)))
 
 
 def read_model(path):
-    """The architecture and the tensors of the model file at `path`."""
+    """The architecture, the tensors (by state-dict name) and the preprocessing's arrays (by
+    member name) of the model file at `path`."""
     try:
         archive = zipfile.ZipFile(path)
     except (OSError, zipfile.BadZipFile) as e:
@@ -126,19 +189,25 @@ def read_model(path):
             architecture = json.loads(archive.read('architecture.json'))
         except ValueError as e:
             raise BadInput(f'{path}: architecture.json: expected JSON, found: {e}')
-        if architecture.get('format') != 'dafuse-model' or architecture.get('format_version') != 1:
-            raise BadInput(f'{path}: architecture.json: expected format "dafuse-model", version 1, '
-                           f'found {architecture.get("format")!r}, '
-                           f'{architecture.get("format_version")!r}')
-        state = {}
+        version = architecture.get('format_version')
+        if architecture.get('format') != 'dafuse-model' or version not in (1, 2):
+            raise BadInput(f'{path}: architecture.json: expected format "dafuse-model", version 1 '
+                           f'or 2, found {architecture.get("format")!r}, {version!r}')
+        if ('preprocess' in architecture) != (version == 2):
+            raise BadInput(f'{path}: architecture.json: expected "preprocess" in version 2 only, '
+                           f'found version {version} {"with" if version == 1 else "without"} it')
+        state, arrays = {}, {}
         for name in names:
             if name.endswith('.npy'):
                 with archive.open(name) as f:
                     array = np.lib.format.read_array(f, allow_pickle=False)
+                if name.startswith('preprocess.'):
+                    arrays[name] = array
+                    continue
                 if array.dtype != np.float32:
                     raise BadInput(f'{path}: {name}: expected float32, found {array.dtype}')
                 state[name[:-len('.npy')]] = torch.from_numpy(array.copy())
-    return architecture, state
+    return architecture, state, arrays
 
 
 def read_rows(rows, architecture):
@@ -168,8 +237,10 @@ def read_rows(rows, architecture):
         raise BadInput(f'{rows}: expected an NPY file of rows: {e}')
     if x.dtype == np.uint8:
         x = x.astype(np.float32) / np.float32(255)  # as dafuse-train reads images
+    elif x.dtype.kind in 'fiu' and x.dtype.itemsize <= 8:
+        x = x.astype(np.float32)  # as dafuse converts float64 and integer features
     if x.dtype != np.float32 or x.ndim < 2:
-        raise BadInput(f'{rows}: expected float32 or uint8 rows [N, ...], found {x.dtype} '
+        raise BadInput(f'{rows}: expected float or integer rows [N, ...], found {x.dtype} '
                        f'{x.shape}')
     x = x.reshape(len(x), -1)
     if x.shape[1] != width:
@@ -189,8 +260,8 @@ def main(argv):
                              'below which a row may go either way (default 1e-4)')
     args = parser.parse_args(argv)
     try:
-        architecture, state = read_model(args.model)
-        model = DannModel(architecture)
+        architecture, state, arrays = read_model(args.model)
+        model = DannModel(architecture, arrays)
         try:
             model.load_state_dict(state, strict=True)
         except RuntimeError as e:
@@ -213,9 +284,11 @@ def main(argv):
     tie = gap <= args.tie_tolerance * np.maximum(1.0, np.abs(top2).max(axis=1))
     differ = torch_classes != classes
     wrong = differ & ~tie
-    print(f'{args.model}: {len(x)} rows, PyTorch and dafuse predict the same class on '
-          f'{int((~differ).sum())}; {int((differ & tie).sum())} differ within the tie tolerance, '
-          f'{int(wrong.sum())} beyond it')
+    steps = [s['transform'] for s in architecture.get('preprocess', [])]
+    print(f'{args.model}: {len(x)} {"raw " if steps else ""}rows'
+          f'{" (preprocessed by " + ", ".join(steps) + ")" if steps else ""}, PyTorch and dafuse '
+          f'predict the same class on {int((~differ).sum())}; {int((differ & tie).sum())} differ '
+          f'within the tie tolerance, {int(wrong.sum())} beyond it')
     if args.labels:
         labels = np.load(args.labels, allow_pickle=False)
         if labels.shape == classes.shape:

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -130,9 +132,53 @@ inline df::data::sparse_dataset load_sparse(const std::string& prefix,
   return df::data::load_sparse_dataset(prefix, labels, side, df::index_t(width));
 }
 
+//! Says on stderr that the NPY file `path` was converted on load, when its dtype is not the one
+//! trained on (`as`): "X.npy: float64 converted to float32". uint8 features are left unsaid
+//! (read as before: images scaled by 1/255), and so is a file whose header cannot be read.
+inline void note_conversion(const std::string& path, df::data::dtype as) {
+  df::data::npy_header h;
+  try {
+    h = df::data::read_npy_header(path);
+  } catch (const df::error&) {
+    return;
+  }
+  const bool big = h.byte_order != std::endian::little;
+  if ((h.type == as && !big) ||
+      (as == df::data::dtype::float32 && h.type == df::data::dtype::uint8))
+    return;
+  std::fprintf(stderr, "%s: %s%s converted to %s\n", path.c_str(),
+               std::string(df::data::name_of(h.type)).c_str(), big ? " (big-endian)" : "",
+               std::string(df::data::name_of(as)).c_str());
+}
+
+//! note_conversion for every data file of the run: features as float32, labels and CSR offsets
+//! and columns as int32 (numpy saves float64 and int64 by default).
+template <bool Sparse>
+void note_conversions(const config& c) {
+  using df::data::dtype;
+  for (const auto& [x, y] : {std::pair{c.source, c.source_labels},
+                             {c.target, c.target_labels},
+                             {c.target_test, c.target_test_labels}}) {
+    if (x.empty()) continue;
+    if constexpr (Sparse) {
+      note_conversion(x + "_data.npy", dtype::float32);
+      note_conversion(x + "_indptr.npy", dtype::int32);
+      note_conversion(x + "_indices.npy", dtype::int32);
+      const std::string labels = y.empty() ? x + "_labels.npy" : y;
+      if (std::filesystem::exists(labels)) note_conversion(labels, dtype::int32);
+    } else {
+      note_conversion(x, dtype::float32);
+      if (!y.empty()) note_conversion(y, dtype::int32);
+    }
+  }
+}
+
 //! Applies --preprocess to both domains and the target test set, if any (dense): each transform
-//! fitted on the training data only.
-inline void preprocess(const std::vector<std::string>& steps, run_data<df::data::dataset>& d) {
+//! fitted on the training data only. Returns what was fitted, for the model file.
+inline df::data::preprocessing preprocess(const std::vector<std::string>& steps,
+                                          run_data<df::data::dataset>& d) {
+  using df::data::preprocess_kind;
+  df::data::preprocessing fitted;
   std::vector<df::data::dataset*> all{&d.source, &d.target};
   if (d.target_test) all.push_back(&*d.target_test);
   for (const std::string& s : steps) {
@@ -141,24 +187,31 @@ inline void preprocess(const std::vector<std::string>& steps, run_data<df::data:
       df::data::standardize t;
       t.fit(d.source, d.target);
       for (df::data::dataset* x : all) t.apply(*x);
+      fitted.add_standardize(t.statistics(df::data::domain::target));
     } else if (s == "l2") {
       for (df::data::dataset* x : all) df::data::l2_normalize_rows(*x);
+      fitted.add(preprocess_kind::l2);
     } else if (s == "log1p") {
       df::data::log1p t;
       for (df::data::dataset* x : all) t.apply(*x);
+      fitted.add(preprocess_kind::log1p);
     } else if (s == "binarize") {
       df::data::binarize t;
       for (df::data::dataset* x : all) t.apply(*x);
+      fitted.add(preprocess_kind::binarize, t.threshold);
     } else {
       throw usage_error("--preprocess: expected none, standardize, l2, log1p or binarize, found '" +
                         s + "'");
     }
   }
+  return fitted;
 }
 
 //! The same for CSR rows (transforms that keep zeros zero).
-inline void preprocess(const std::vector<std::string>& steps,
-                       run_data<df::data::sparse_dataset>& d) {
+inline df::data::preprocessing preprocess(const std::vector<std::string>& steps,
+                                          run_data<df::data::sparse_dataset>& d) {
+  using df::data::preprocess_kind;
+  df::data::preprocessing fitted;
   std::vector<df::data::sparse_dataset*> all{&d.source, &d.target};
   if (d.target_test) all.push_back(&*d.target_test);
   for (const std::string& s : steps) {
@@ -174,7 +227,11 @@ inline void preprocess(const std::vector<std::string>& steps,
         throw usage_error(
             "--preprocess: expected none, l2, log1p or binarize for CSR data, found '" + s + "'");
     }
+    fitted.add(s == "l2"      ? preprocess_kind::l2
+               : s == "log1p" ? preprocess_kind::log1p
+                              : preprocess_kind::binarize_nonzero);
   }
+  return fitted;
 }
 
 //! JSON string literal of `s`.
@@ -432,8 +489,17 @@ class reporter final : public df::fit_callback {
   std::chrono::steady_clock::time_point start_, last_draw_{};
 };
 
+//! A model that leaves the run (--save-model, --predictions) and is scored (--target-test).
+template <class Net>
+struct chosen_model {
+  df::model<Net> model;
+  bool selected = false;  //!< the validator's choice; false: the last step's (none selected)
+  long step = -1;         //!< the training step its weights are from
+  std::string what;       //!< for the output: "the selected model, step 500"
+};
+
 //! Keeps the model of the step at its best evaluation (the one the validator selected): what
-//! --save-model and --predictions write.
+//! --save-model and --predictions write and --target-test scores.
 template <class Step>
 class selected_model final : public df::fit_callback {
  public:
@@ -445,16 +511,18 @@ class selected_model final : public df::fit_callback {
     step_index_ = long(e.step);
   }
 
-  //! The selected model, or (none selected in this call: a resumed run whose best came before
-  //! it) the step's own; `what` says which.
-  df::model<typename Step::net_type> get(std::string& what) const {
-    if (model_) {
-      what = "the selected model, step " + std::to_string(step_index_);
-      return *model_;
-    }
-    what = "the last step's model, step " + std::to_string(step_.step_index()) +
-           ": no model was selected in this call";
-    return df::model_of(step_);
+  //! The selected model; when none was selected in this call (a resumed run whose best came
+  //! before it), the step's own, which is the selected one if fit restored it (`r`).
+  chosen_model<typename Step::net_type> get(const df::fit_result& r) const {
+    if (model_)
+      return {*model_, true, step_index_,
+              "the selected model, step " + std::to_string(step_index_)};
+    if (r.restored_best)
+      return {df::model_of(step_), true, long(r.best_step),
+              "the selected model, step " + std::to_string(r.best_step)};
+    return {df::model_of(step_), false, long(step_.step_index()),
+            "the last step's model, step " + std::to_string(step_.step_index()) +
+                ": no model was selected in this call"};
   }
 
  private:
@@ -468,11 +536,19 @@ inline constexpr int json_format_version = 2;
 
 //! What a run measured beyond fit_result.
 struct run_outcome {
-  long trained_source_rows = 0;  //!< source rows trained on (the rest were held out)
-  bool clipped = false;          //!< the model clips gradients (max_grad_norm applies)
-  double target_test_accuracy = std::numeric_limits<double>::quiet_NaN();  //!< NaN: no test set
-  int interrupted_by = 0;    //!< the stop signal that ended the training (0: none)
-  long interrupted_at = -1;  //!< the step it ended after
+  static constexpr double none = std::numeric_limits<double>::quiet_NaN();
+  long trained_source_rows = 0;        //!< source rows trained on (the rest were held out)
+  bool clipped = false;                //!< the model clips gradients (max_grad_norm applies)
+  double target_test_accuracy = none;  //!< the model the run ends with; NaN: no test set
+  double selected_target_test_accuracy = none;  //!< the selected model's; NaN: none or no test set
+  // The model --save-model and --predictions wrote, if any.
+  bool saved = false;
+  bool saved_selected = false;               //!< the selected model, else the last step's
+  long saved_step = -1;                      //!< the step its weights are from
+  double saved_target_test_accuracy = none;  //!< on --target-test
+  double saved_target_accuracy = none;       //!< on the labelled target set (oracle)
+  int interrupted_by = 0;                    //!< the stop signal that ended the training (0: none)
+  long interrupted_at = -1;                  //!< the step it ended after
 };
 
 //! Writes the configuration and every result as one JSON object.
@@ -541,6 +617,14 @@ void write_json(const std::string& path,
        ", \"selected_target_accuracy\": " + number(r.selected_target_accuracy) +
        ", \"oracle_target_accuracy\": " + number(r.oracle_target_accuracy) +
        ", \"target_test_accuracy\": " + number(outcome.target_test_accuracy) +
+       ", \"selected_target_test_accuracy\": " + number(outcome.selected_target_test_accuracy) +
+       ", \"saved_model\": " +
+       (outcome.saved
+            ? "{\"model\": " + json_string(outcome.saved_selected ? "selected" : "last step") +
+                  ", \"step\": " + std::to_string(outcome.saved_step) +
+                  ", \"target_test_accuracy\": " + number(outcome.saved_target_test_accuracy) +
+                  ", \"target_accuracy_oracle\": " + number(outcome.saved_target_accuracy) + "}"
+            : std::string("null")) +
        ", \"stopped_early\": " + (r.stopped_early ? "true" : "false") +
        ", \"interrupted\": " + (outcome.interrupted_by != 0 ? "true" : "false") +
        ", \"interrupted_by\": " +
@@ -813,8 +897,9 @@ int run_model(const config& c, const model_entry& m) {
     df::data::check_width(*d.target_test, Step::input_width);
     df::data::check_labels(*d.target_test, Step::class_count);
   }
+  note_conversions<Step::sparse_input>(c);
   activity() = "preprocessing the data (--preprocess)";
-  preprocess(c.preprocess, d);
+  const df::data::preprocessing fitted = preprocess(c.preprocess, d);
 
   df::fit_args args;
   args.steps = c.steps > 0 ? c.steps : m.defaults.steps;
@@ -887,7 +972,8 @@ int run_model(const config& c, const model_entry& m) {
   activity() = "allocating the step for --batch " + std::to_string(args.batch);
   Step step(args);
   selected_model<Step> selected(step);
-  if (!c.save_model.empty() || !c.predictions.empty()) o.callbacks.push_back(&selected);
+  const bool writes_model = !c.save_model.empty() || !c.predictions.empty();
+  if (writes_model || d.target_test) o.callbacks.push_back(&selected);
   activity() = "training";
   // From here to the outputs' end, a stop signal ends the training after its step and the run
   // then writes what --stop-after would.
@@ -917,19 +1003,53 @@ int run_model(const config& c, const model_entry& m) {
         "(oracle: chosen with target labels)\n",
         percent(r.selected_target_accuracy).c_str(), percent(r.target_accuracy).c_str(),
         percent(r.oracle_target_accuracy).c_str());
+  // Every accuracy below is a df::model's, the class that --save-model writes and --predictions
+  // runs: the figure printed beside a saved model is that model's, to the row.
+  std::optional<chosen_model<typename Step::net_type>> chosen;
+  if (writes_model || d.target_test) chosen = selected.get(r);
+  double chosen_accuracy = run_outcome::none;  // on the target test set
   if (d.target_test) {
-    outcome.target_test_accuracy = df::accuracy(step, *d.target_test);
-    std::printf("target test accuracy: %.2f %% on %ld rows (the %s model)\n",
-                100 * outcome.target_test_accuracy, long(df::detail::row_count(*d.target_test)),
-                r.restored_best ? "selected" : "last step's");
+    const long rows = long(df::detail::row_count(*d.target_test));
+    chosen_accuracy = df::accuracy(chosen->model, *d.target_test);
+    if (chosen->selected) outcome.selected_target_test_accuracy = chosen_accuracy;
+    // The step holds other weights than the chosen model's unless fit restored them or the
+    // selected evaluation was the last step.
+    if (r.restored_best || chosen->step == long(step.step_index())) {
+      outcome.target_test_accuracy = chosen_accuracy;
+      std::printf("target test accuracy: %.2f %% on %ld rows (%s%s)\n", 100 * chosen_accuracy, rows,
+                  chosen->what.c_str(),
+                  r.restored_best    ? ", restored by --restore-best"
+                  : chosen->selected ? ", the last step"
+                                     : "");
+    } else {
+      df::model<typename Step::net_type> last = df::model_of(step);
+      outcome.target_test_accuracy = df::accuracy(last, *d.target_test);
+      std::printf(
+          "target test accuracy: selected model %s (step %ld), last step %s (step %ld), "
+          "on %ld rows\n",
+          percent(chosen_accuracy).c_str(), chosen->step,
+          percent(outcome.target_test_accuracy).c_str(), long(step.step_index()), rows);
+    }
   }
   if (r.stopped_early) std::printf("stopped early at step %ld\n", long(step.step_index()));
-  if (!c.save_model.empty() || !c.predictions.empty()) {
-    std::string what;
-    const df::model<typename Step::net_type> m = selected.get(what);
+  if (writes_model) {
+    const df::model<typename Step::net_type>& m = chosen->model;
+    outcome.saved = true;
+    outcome.saved_selected = chosen->selected;
+    outcome.saved_step = chosen->step;
+    outcome.saved_target_test_accuracy = chosen_accuracy;
+    if (d.target.has_labels())
+      outcome.saved_target_accuracy = df::accuracy(chosen->model, d.target);
     if (!c.save_model.empty()) {
-      df::save_model(c.save_model, m);
-      std::printf("model file: %s (%s)\n", c.save_model.c_str(), what.c_str());
+      // The file's model reads raw rows: the fitted --preprocess travels with the weights.
+      df::model<typename Step::net_type> saved = m;
+      saved.set_preprocessing(fitted);
+      df::save_model(c.save_model, saved);
+      std::string steps;
+      for (const auto& s : fitted.steps())
+        steps.append(steps.empty() ? "" : ", ").append(df::data::name(s.kind));
+      std::printf("model file: %s (%s%s)\n", c.save_model.c_str(), chosen->what.c_str(),
+                  steps.empty() ? "" : ("; it applies " + steps + " to raw rows").c_str());
     }
     if (!c.predictions.empty()) {
       const Data& rows = d.target_test ? *d.target_test : d.target;
@@ -940,8 +1060,15 @@ int run_model(const config& c, const model_entry& m) {
         m.predict(rows.features.data(), rows.rows, classes.data());
       df::data::save_npy<std::int32_t>(c.predictions, {classes.size()},
                                        std::span<const std::int32_t>(classes));
-      std::printf("predictions: %s (%zu %s rows, %s)\n", c.predictions.c_str(), classes.size(),
-                  d.target_test ? "target test" : "target", what.c_str());
+      // The file's own score on the rows' labels, when they have them.
+      const double scored =
+          d.target_test ? outcome.saved_target_test_accuracy : outcome.saved_target_accuracy;
+      std::printf(
+          "predictions: %s (%zu %s rows, %s%s)\n", c.predictions.c_str(), classes.size(),
+          d.target_test ? "target test" : "target", chosen->what.c_str(),
+          std::isfinite(scored)
+              ? ("; " + percent(scored) + " correct" + (d.target_test ? "" : " (oracle)")).c_str()
+              : "");
     }
   }
   if (c.profile) std::printf("%s", prof.summary().c_str());

@@ -21,6 +21,7 @@
 #include <dafuse/data/npy_map.hpp>
 #include <dafuse/data/npz.hpp>
 #include <dafuse/data/prefetch.hpp>
+#include <dafuse/data/preprocessing.hpp>
 #include <dafuse/data/sampler.hpp>
 #include <dafuse/data/split.hpp>
 #include <dafuse/data/transform.hpp>

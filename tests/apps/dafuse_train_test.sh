@@ -311,16 +311,18 @@ unset DAFUSE_TRAIN_CACHE
 # The CNN entries: listed with their image shape; data of another shape refused before it is read
 # (exit 1, naming the file and the shapes expected), even when it has the width; then short runs
 # on the shipped digits ([N, 16, 16]) and on [N, 16, 16, 1] images.
-# npy FILE SHAPE: a float32 NPY file of zeros of SHAPE, a Python tuple such as "(4, 256)".
+# npy FILE SHAPE [DESCR]: an NPY file of zeros of SHAPE, a Python tuple such as "(4, 256)", and
+# dtype DESCR (default '<f4'; the digits after the kind are the element's bytes).
 npy() {
-  local header="{'descr': '<f4', 'fortran_order': False, 'shape': $2, }"
+  local descr=${3:-<f4}
+  local header="{'descr': '$descr', 'fortran_order': False, 'shape': $2, }"
   local length=$(( (10 + ${#header} + 1 + 63) / 64 * 64 - 10 ))
   local count=$(( $(tr -d '() ' <<<"$2" | sed 's/,$//; s/,/*/g') ))
   {
     printf '\x93NUMPY\x01\x00'
     printf "\\$(printf %03o $((length % 256)))\\$(printf %03o $((length / 256)))"
     printf '%-*s\n' $((length - 1)) "$header"
-    head -c $((4 * count)) /dev/zero
+    head -c $((${descr:2} * count)) /dev/zero
   } >"$1"
 }
 npy "$work/flat.npy" "(4, 256)"
@@ -349,6 +351,113 @@ expect 0 "model digits-cnn-source-only: 10 steps" -- --model digits-cnn-source-o
 # MDD's G_d is the adversarial classifier f' (10 logits): the registry entry and --head mdd train.
 expect 0 "model digits-mdd: 40 steps" -- --model digits-mdd "${cnn[@]}" \
   --target "$shipped/usps_images.npy" --target-labels "$shipped/usps_labels.npy" --steps 40
+
+# NumPy's defaults (issue 47): np.save of float64 features and int64 labels trains as it is,
+# saying so in one line a file, to the same checkpoint as the float32 + int32 files; float labels,
+# an int64 label beyond int32 and a dtype no loader reads are refused with the numpy call that
+# fixes them. retype SRC DST DESCR rewrites an NPY file in another dtype (Python without numpy).
+retype() {
+  python3 - "$@" <<'PY'
+import array, ast, sys
+src, dst, descr = sys.argv[1:]
+data = open(src, "rb").read()
+length = int.from_bytes(data[8:10], "little")
+head = ast.literal_eval(data[10:10 + length].decode())
+codes = {"<f4": "f", "<f8": "d", "<i4": "i", "<i8": "q", "<u2": "H", "|u1": "B"}
+values = array.array(codes[head["descr"]], data[10 + length:]).tolist()
+if descr[1] not in "f":
+    values = [int(v) for v in values]
+out = array.array(codes[descr], values)
+text = "{'descr': '%s', 'fortran_order': False, 'shape': %r, }" % (descr, head["shape"])
+text += " " * ((64 - (10 + len(text) + 1) % 64) % 64) + "\n"
+open(dst, "wb").write(b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text.encode()
+                      + out.tobytes())
+PY
+}
+if command -v python3 >/dev/null; then
+  retype "$shipped/mnist_images.npy" "$work/x64.npy" "<f8"
+  retype "$shipped/mnist_labels.npy" "$work/y64.npy" "<i8"
+  retype "$shipped/usps_images.npy" "$work/t64.npy" "<f8"
+  numpy_run=(--model digits-dann --target-labels "$shipped/usps_labels.npy" --steps 20 --seed 6)
+  out=$(timeout 120 "$exe" "${numpy_run[@]}" --source "$work/x64.npy" --source-labels \
+        "$work/y64.npy" --target "$work/t64.npy" --quiet --checkpoint "$work/f64.ckpt" 2>&1)
+  rc=$?
+  for line in "$work/x64.npy: float64 converted to float32" \
+              "$work/y64.npy: int64 converted to int32" "$work/t64.npy: float64 converted to float32" \
+              "model digits-dann: 20 steps"; do
+    if [ $rc -ne 0 ] || ! grep -qF -- "$line" <<<"$out"; then
+      echo "FAIL: float64 features and int64 labels: expected status 0 and '$line', got $rc:"
+      sed 's/^/  | /' <<<"$out" | head -10
+      failures=$((failures + 1))
+    fi
+  done
+  timeout 120 "$exe" "${numpy_run[@]}" --source "$shipped/mnist_images.npy" --source-labels \
+    "$shipped/mnist_labels.npy" --target "$shipped/usps_images.npy" --quiet \
+    --checkpoint "$work/f32.ckpt" >/dev/null 2>&1
+  cmp -s "$work/f32.ckpt" "$work/f64.ckpt" ||
+    { echo "FAIL: float64 + int64 files train otherwise than float32 + int32"; failures=$((failures + 1)); }
+  npy "$work/y_f8.npy" "(2000,)" "<f8"
+  expect 1 "$work/y_f8.npy: descr: expected an integer type ('|i1' to '<i8', '|u1' to '<u8'), found '<f8' (float64): labels must be integers; convert with y.astype(np.int32)" \
+    -- "${numpy_run[@]}" --source "$work/x64.npy" --source-labels "$work/y_f8.npy" \
+    --target "$work/t64.npy"
+  python3 -c 'import sys; d = bytearray(open(sys.argv[1], "rb").read()); d[-8 * 1990:-8 * 1989] = (2**33).to_bytes(8, "little"); open(sys.argv[2], "wb").write(d)' \
+    "$work/y64.npy" "$work/y_big.npy"
+  expect 1 "$work/y_big.npy: labels[10]: expected a value in int32's range [-2147483648, 2147483647], found 8589934592" \
+    -- "${numpy_run[@]}" --source "$work/x64.npy" --source-labels "$work/y_big.npy" \
+    --target "$work/t64.npy"
+  npy "$work/x_c8.npy" "(2000, 256)" "<c8"
+  expect 1 "$work/x_c8.npy: descr: expected a float or integer type ('<f4', '<f8', '|i1' to '<i8', '|u1' to '<u8'; '>' for big-endian), found '<c8' (complex); convert with x.astype(np.float32)" \
+    -- "${numpy_run[@]}" --source "$work/x_c8.npy" --source-labels "$work/y64.npy" \
+    --target "$work/t64.npy"
+fi
+
+# The model you save is the model you scored (issue 47): the accuracy the run prints beside
+# --save-model and --predictions is the saved model's. The predictions file, scored here against
+# the test labels, equals the printed figure, the predictions line's and the JSON's saved_model.
+# Seed 2 selects step 150 of 300 on this machine, so both models are printed, labelled.
+if command -v python3 >/dev/null; then
+  timeout 120 "$exe" --model digits-dann --source "$shipped/mnist_images.npy" \
+    --source-labels "$shipped/mnist_labels.npy" --target "$shipped/usps_images.npy" \
+    --target-test "$shipped/usps_images.npy" --target-test-labels "$shipped/usps_labels.npy" \
+    --steps 300 --eval-every 50 --seed 2 --quiet --save-model "$work/saved.npz" \
+    --predictions "$work/saved_classes.npy" --json "$work/saved.json" >"$work/saved.out" 2>&1
+  python3 - "$?" "$work/saved.out" "$work/saved_classes.npy" "$shipped/usps_labels.npy" \
+    "$work/saved.json" <<'PY' ||
+import array, json, re, sys
+status, out = sys.argv[1], open(sys.argv[2]).read()
+def npy(path):
+    data = open(path, "rb").read()
+    length = int.from_bytes(data[8:10], "little")
+    assert b"'<i4'" in data[10:10 + length], path
+    return array.array("i", data[10 + length:])
+problems = []
+try:
+    predicted, labels = npy(sys.argv[3]), npy(sys.argv[4])
+    accuracy = sum(p == y for p, y in zip(predicted, labels)) / len(labels)
+    saved = json.load(open(sys.argv[5]))["result"]["saved_model"]
+except (OSError, ValueError, KeyError, AssertionError) as e:
+    problems.append("status %s, %r" % (status, e))
+else:
+    if status != "0": problems.append("status " + status)
+    if len(predicted) != len(labels): problems.append("%d predictions" % len(predicted))
+    line = re.search(r"^target test accuracy: (?:selected model )?([0-9.]+) %", out, re.M)
+    if not line or line.group(1) != "%.2f" % (100 * accuracy):
+        problems.append("printed %s %%, the predictions score %.4f %%"
+                        % (line and line.group(1), 100 * accuracy))
+    step = re.search(r"^model file: .*\(the selected model, step ([0-9]+)\)", out, re.M)
+    if not step or int(step.group(1)) != saved["step"] or saved["model"] != "selected":
+        problems.append("the saved model's step: %r, JSON %r" % (step and step.group(1), saved))
+    if "; %.2f %% correct)" % (100 * accuracy) not in out: problems.append("predictions line")
+    if saved["step"] != 300 and not re.search(r"^target test accuracy: selected model .*, last step "
+                                              r"[0-9.]+ % \(step 300\)", out, re.M):
+        problems.append("the last step's accuracy is not printed apart, labelled")
+    if abs(saved["target_test_accuracy"] - accuracy) > 1e-9: problems.append("JSON %r" % saved)
+for p in problems: print("FAIL: the saved model against the printed accuracy:", p)
+if problems: print(out)
+sys.exit(1 if problems else 0)
+PY
+    failures=$((failures + 1))
+fi
 
 mnist=$data/jda_mnist_usps
 if [ ! -f "$mnist/mnist_images.npy" ]; then

@@ -4,6 +4,7 @@
 #include <dafuse/data/csr.hpp>
 
 #include "../check.hpp"
+#include "npy_files.hpp"
 
 #include <cmath>
 #include <cstddef>
@@ -261,16 +262,48 @@ TEST_CASE("load_csr names the file each malformed field came from") {
   dafuse::data::save_npy<std::int32_t>(file(p, "_indices.npy"), {}, std::vector<std::int32_t>{1});
   rejects("_indices.npy", "shape: expected one dimension [nnz], found 0 dimensions");
   save_csr(p, small_csr());
-  dafuse::data::save_npy<std::int32_t>(file(p, "_data.npy"), {5},
-                                       std::vector<std::int32_t>{1, 2, 3, 4, 5});
-  rejects("_data.npy", "descr: expected '<f4' (float32), found '<i4' (int32)");
-  save_csr(p, small_csr());
   dafuse::data::save_npy<float>(file(p, "_indices.npy"), {5}, std::vector<float>{1, 4, 0, 2, 3});
-  rejects("_indices.npy", "descr: expected '<i4' (int32), found '<f4' (float32)");
+  rejects("_indices.npy",
+          "descr: expected an integer type ('|i1' to '<i8', '|u1' to '<u8'), found '<f4' "
+          "(float32): indices must be integers; convert with a.astype(np.int32)");
+  save_csr(p, small_csr());
+  dafuse::data::save_npy<std::int64_t>(file(p, "_indptr.npy"), {4},
+                                       std::vector<std::int64_t>{0, 2, 3, 1ll << 31});
+  rejects("_indptr.npy",
+          "indptr[3]: expected a value in int32's range [-2147483648, 2147483647], found "
+          "2147483648");
+  save_csr(p, small_csr());
+  dafuse::test::save_array_big_endian<std::int16_t>(file(p, "_data.npy"), {1, 1}, {1});
+  rejects("_data.npy", "shape: expected one dimension [nnz]");  // 1-D, checked before reading
 
   save_csr(p, small_csr());
   fs::remove(file(p, "_data.npy"));
   rejects("_data.npy", "cannot open for reading");
+}
+
+TEST_CASE("load_csr reads scipy's int64 offsets and float64 values as int32 and float32") {
+  temp_dir tmp("csr_test");
+  const fs::path p = tmp / "wide";
+  const csr_matrix m = small_csr();
+  std::vector<std::int64_t> indptr(m.indptr.begin(), m.indptr.end());
+  std::vector<std::int64_t> indices(m.indices.begin(), m.indices.end());
+  std::vector<double> values(m.values.begin(), m.values.end());
+  values[0] = 0.1;  // rounds to 0.1f
+  dafuse::data::save_npy<std::int64_t>(file(p, "_indptr.npy"), {indptr.size()}, indptr);
+  dafuse::test::save_array_big_endian<std::int64_t>(file(p, "_indices.npy"), {indices.size()},
+                                                    indices);
+  dafuse::data::save_npy<double>(file(p, "_data.npy"), {values.size()}, values);
+  const csr_matrix got = dafuse::data::load_csr(p, 5);
+  CHECK(got.rows == m.rows);
+  CHECK(got.indptr == m.indptr);
+  CHECK(got.indices == m.indices);
+  std::vector<float> want = m.values;
+  want[0] = 0.1f;
+  CHECK(got.values == want);
+  // Integer counts as values (np.save of a count matrix's data) are converted too.
+  dafuse::data::save_npy<std::uint16_t>(file(p, "_data.npy"), {5},
+                                        std::vector<std::uint16_t>{1, 2, 3, 4, 5});
+  CHECK(dafuse::data::load_csr(p, 5).values == std::vector<float>{1, 2, 3, 4, 5});
 }
 
 TEST_CASE("load_sparse_dataset reads features and labels and rejects labels that do not match") {

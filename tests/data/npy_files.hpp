@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -45,6 +46,24 @@ void save_array(const std::filesystem::path& path,
                 const std::vector<std::size_t>& shape,
                 const std::vector<T>& v) {
   data::save_npy<T>(path, shape, std::span<const T>(v));
+}
+
+//! Saves `v` as numpy saves `v.astype(v.dtype.newbyteorder('>'))`: save_npy's file with '>' in
+//! the descr and every value's bytes reversed (one-byte types keep '|': no byte order).
+template <class T>
+void save_array_big_endian(const std::filesystem::path& path,
+                           const std::vector<std::size_t>& shape,
+                           const std::vector<T>& v) {
+  bytes b = data::npy_bytes<T>(shape, std::span<const T>(v), path.string());
+  const data::npy_header h = data::parse_npy_header(b, path.string());
+  if (sizeof(T) > 1) {
+    const std::string_view text(reinterpret_cast<const char*>(b.data()), h.data_offset);
+    const std::size_t at = text.find("'<");
+    REQUIRE(at != std::string_view::npos);
+    b[at + 1] = '>';
+    data::detail::swap_bytes(b.data() + h.data_offset, v.size(), sizeof(T));
+  }
+  write_bytes(path, b);
 }
 
 }  // namespace dafuse::test

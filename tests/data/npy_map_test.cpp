@@ -155,9 +155,22 @@ TEST_CASE("mapped_npy refuses malformed files with load_npy's messages") {
   write_bytes(p, make_npy(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }     \n",
                           bytes(16, 0)));
   check_same_error<float>(p, ": fortran_order: expected False (C order), found True");
+  // load_npy swaps big-endian values as it reads; a mapping cannot, and says what can.
   write_bytes(p, make_npy(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }      \n",
-                          bytes(4, 0)));
-  check_same_error<float>(p, "(big-endian");
+                          {0x3f, 0x80, 0, 0}));
+  CHECK(dafuse::data::load_npy<float>(p).values == std::vector<float>{1.0f});
+  CHECK_THROWS_WITH_AS(mapped_npy<float>{p},
+                       ("dafuse: " + p.string() +
+                        ": descr: expected data in the host's byte order to map it, found '>f4' "
+                        "(float32, big-endian); use load_npy, which swaps the bytes as it reads")
+                           .c_str(),
+                       dafuse::error);
+  // float64 maps as double only: a mapping never converts (load_npy_as_float does).
+  dafuse::data::save_npy<double>(p, {2}, std::vector<double>{0.5, -2.0});
+  check_same_error<float>(p,
+                          ": descr: expected '<f4' (float32), found '<f8' (float64); convert "
+                          "with arr.astype(np.float32)");
+  CHECK(mapped_npy<double>(p).values()[1] == -2.0);
   write_bytes(p, {});
   check_same_error<float>(p, ": magic: expected '\\x93NUMPY' (an NPY file), found an empty file");
   write_bytes(p, {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 200, 0, '{'});

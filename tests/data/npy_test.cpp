@@ -5,16 +5,20 @@
 #include "../check.hpp"
 #include "npy_files.hpp"
 
+#include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -70,13 +74,32 @@ void check_round_trip(const temp_dir& tmp,
 
 }  // namespace
 
-TEST_CASE("descr_of names the NPY type string of each dtype") {
+TEST_CASE("descr_of names the NPY type string numpy writes for each dtype") {
   CHECK(dafuse::data::descr_of(dtype::float32) == "<f4");
   CHECK(dafuse::data::descr_of(dtype::int32) == "<i4");
   CHECK(dafuse::data::descr_of(dtype::uint8) == "|u1");
+  CHECK(dafuse::data::descr_of(dtype::float64) == "<f8");
+  CHECK(dafuse::data::descr_of(dtype::int8) == "|i1");
+  CHECK(dafuse::data::descr_of(dtype::int16) == "<i2");
+  CHECK(dafuse::data::descr_of(dtype::int64) == "<i8");
+  CHECK(dafuse::data::descr_of(dtype::uint16) == "<u2");
+  CHECK(dafuse::data::descr_of(dtype::uint32) == "<u4");
+  CHECK(dafuse::data::descr_of(dtype::uint64) == "<u8");
+  for (const dtype t : dafuse::data::all_dtypes) {
+    CAPTURE(dafuse::data::name_of(t));
+    // The size in the descr is the element's size in bytes.
+    CHECK(std::size_t(dafuse::data::descr_of(t)[2] - '0') == dafuse::data::size_of(t));
+  }
   static_assert(dafuse::data::dtype_of_v<float> == dtype::float32);
+  static_assert(dafuse::data::dtype_of_v<double> == dtype::float64);
+  static_assert(dafuse::data::dtype_of_v<std::int8_t> == dtype::int8);
+  static_assert(dafuse::data::dtype_of_v<std::int16_t> == dtype::int16);
   static_assert(dafuse::data::dtype_of_v<std::int32_t> == dtype::int32);
+  static_assert(dafuse::data::dtype_of_v<std::int64_t> == dtype::int64);
   static_assert(dafuse::data::dtype_of_v<std::uint8_t> == dtype::uint8);
+  static_assert(dafuse::data::dtype_of_v<std::uint16_t> == dtype::uint16);
+  static_assert(dafuse::data::dtype_of_v<std::uint32_t> == dtype::uint32);
+  static_assert(dafuse::data::dtype_of_v<std::uint64_t> == dtype::uint64);
 }
 
 TEST_CASE("host_array rows and row_size split the shape into samples and features") {
@@ -273,23 +296,221 @@ TEST_CASE("load_npy rejects extra bytes after the data") {
                        doctest::Contains("found 4 (extra trailing bytes)"), dafuse::error);
 }
 
-TEST_CASE("load_npy rejects float64 and big-endian data by their descr") {
+namespace {
+
+//! Values of `T` that reach both ends of its range (and, for floats, fractions and signs).
+template <class T>
+std::vector<T> extremes() {
+  using lim = std::numeric_limits<T>;
+  if constexpr (std::is_floating_point_v<T>)
+    return {T(0), T(-1.5), T(0.1), lim::max(), lim::lowest(), lim::min(), T(3)};
+  else
+    return {T(0), T(1), lim::max(), lim::min(), T(lim::max() / 3), T(7), T(lim::min() / 5)};
+}
+
+//! Saves extremes<T>() as [7] little-endian and [1, 7] big-endian, and checks that load_npy<T>
+//! reads both back exactly and load_npy_as_float converts both as static_cast<float> does.
+template <class T>
+void check_dtype_round_trip(const temp_dir& tmp) {
+  const std::vector<T> v = extremes<T>();
+  CAPTURE(dafuse::data::name_of(dafuse::data::dtype_of_v<T>));
+  std::vector<float> as_float;
+  for (const T x : v) as_float.push_back(static_cast<float>(x));
+  const fs::path little = tmp / "little.npy", big = tmp / "big.npy";
+  dafuse::data::save_npy<T>(little, {v.size()}, v);
+  dafuse::test::save_array_big_endian<T>(big, {1, v.size()}, v);
+  const dafuse::data::npy_header hb = dafuse::data::read_npy_header(big);
+  CHECK(hb.type == dafuse::data::dtype_of_v<T>);
+  CHECK(hb.byte_order == (sizeof(T) > 1 ? std::endian::big : std::endian::little));
+  for (const fs::path& p : {little, big}) {
+    CAPTURE(p.string());
+    CHECK(dafuse::data::load_npy<T>(p).values == v);
+    const host_array<float> f = dafuse::data::load_npy_as_float(p);
+    CHECK(f.shape == (p == little ? std::vector<std::size_t>{7} : std::vector<std::size_t>{1, 7}));
+    // Bit for bit: float(double max) is refused below, so extremes<double> stop at float's range.
+    CHECK(std::memcmp(f.values.data(), as_float.data(), 4 * as_float.size()) == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every dtype round-trips through save_npy and load_npy, in either byte order") {
+  temp_dir tmp("npy_dtypes");
+  check_dtype_round_trip<float>(tmp);
+  check_dtype_round_trip<std::int8_t>(tmp);
+  check_dtype_round_trip<std::int16_t>(tmp);
+  check_dtype_round_trip<std::int32_t>(tmp);
+  check_dtype_round_trip<std::int64_t>(tmp);
+  check_dtype_round_trip<std::uint8_t>(tmp);
+  check_dtype_round_trip<std::uint16_t>(tmp);
+  check_dtype_round_trip<std::uint32_t>(tmp);
+  check_dtype_round_trip<std::uint64_t>(tmp);
+  // float64 as load_npy reads it, whole; as float, within float32's range (see below).
+  const std::vector<double> d = extremes<double>();
+  for (const bool big : {false, true}) {
+    const fs::path p = tmp / "f8.npy";
+    if (big)
+      dafuse::test::save_array_big_endian<double>(p, {d.size()}, d);
+    else
+      dafuse::data::save_npy<double>(p, {d.size()}, d);
+    CHECK(dafuse::data::load_npy<double>(p).values == d);
+  }
+}
+
+TEST_CASE("save_npy writes each dtype's header as numpy's np.save writes it") {
+  temp_dir tmp("npy_dtypes");
+  const auto header = [&](auto v) {
+    using T = decltype(v);
+    const fs::path p = tmp / "h.npy";
+    dafuse::data::save_npy<T>(p, {2, 3}, std::vector<T>(6));
+    const bytes b = read_bytes(p);
+    return std::string(b.begin() + 10, b.begin() + 10 + 53);
+  };
+  // numpy 2.4's np.save(np.zeros((2, 3), dtype)), first 53 bytes of the dict.
+  CHECK(header(0.0) == "{'descr': '<f8', 'fortran_order': False, 'shape': (2,");
+  CHECK(header(std::int8_t{}) == "{'descr': '|i1', 'fortran_order': False, 'shape': (2,");
+  CHECK(header(std::int64_t{}) == "{'descr': '<i8', 'fortran_order': False, 'shape': (2,");
+  CHECK(header(std::uint16_t{}) == "{'descr': '<u2', 'fortran_order': False, 'shape': (2,");
+}
+
+TEST_CASE("load_npy_as_float rounds float64 to the nearest float32 as numpy's astype does") {
+  temp_dir tmp("npy_f64");
+  const fs::path p = tmp / "x.npy";
+  // 1 + 2^-30 rounds to 1; 0.1 to float's 0.1f; -0 stays -0; a subnormal double flushes to 0.
+  const std::vector<double> v = {1.0 + std::ldexp(1.0, -30),
+                                 0.1,
+                                 -0.0,
+                                 1e-300,
+                                 double(std::numeric_limits<float>::max()),
+                                 -3.0e38};
+  dafuse::data::save_npy<double>(p, {3, 2}, v);
+  const host_array<float> f = dafuse::data::load_npy_as_float(p);
+  CHECK(f.shape == std::vector<std::size_t>{3, 2});
+  CHECK(f.values ==
+        std::vector<float>{1.0f, 0.1f, 0.0f, 0.0f, std::numeric_limits<float>::max(), -3.0e38f});
+  CHECK(std::signbit(f.values[2]));
+}
+
+TEST_CASE("a finite float64 beyond float32's range is refused naming the element; NaN passes") {
+  temp_dir tmp("npy_f64");
+  const fs::path p = tmp / "x.npy";
+  dafuse::data::save_npy<double>(p, {2, 3}, std::vector<double>{0, 1, 2, 3, -1e300, 5});
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy_as_float(p),
+                       (about(p, "value[1][1]") +
+                        " expected a value float32 can hold (magnitude at most 3.4028235e+38), "
+                        "found -1e+300")
+                           .c_str(),
+                       dafuse::error);
+  // Non-finite values come through as they are: the data set's checks name them.
+  const double inf = std::numeric_limits<double>::infinity();
+  dafuse::data::save_npy<double>(p, {3}, std::vector<double>{std::nan(""), inf, -inf});
+  const host_array<float> f = dafuse::data::load_npy_as_float(p);
+  CHECK(std::isnan(f.values[0]));
+  CHECK(f.values[1] == std::numeric_limits<float>::infinity());
+  CHECK(f.values[2] == -std::numeric_limits<float>::infinity());
+}
+
+TEST_CASE("load_npy_as_int32 reads every integer dtype whose values fit int32") {
+  temp_dir tmp("npy_int");
+  const fs::path p = tmp / "y.npy";
+  const auto check = [&](auto t, const std::vector<std::int32_t>& want) {
+    using T = decltype(t);
+    CAPTURE(dafuse::data::name_of(dafuse::data::dtype_of_v<T>));
+    std::vector<T> v;
+    for (const std::int32_t x : want) v.push_back(static_cast<T>(x));
+    dafuse::data::save_npy<T>(p, {v.size()}, v);
+    CHECK(dafuse::data::load_npy_as_int32(p).values == want);
+    dafuse::test::save_array_big_endian<T>(p, {v.size()}, v);
+    CHECK(dafuse::data::load_npy_as_int32(p).values == want);
+  };
+  constexpr std::int32_t lo = std::numeric_limits<std::int32_t>::min();
+  constexpr std::int32_t hi = std::numeric_limits<std::int32_t>::max();
+  check(std::int8_t{}, {0, 9, -128, 127});
+  check(std::int16_t{}, {0, 9, -32768, 32767});
+  check(std::int32_t{}, {0, 9, lo, hi});
+  check(std::int64_t{}, {0, 9, lo, hi});
+  check(std::uint8_t{}, {0, 9, 255});
+  check(std::uint16_t{}, {0, 9, 65535});
+  check(std::uint32_t{}, {0, 9, hi});
+  check(std::uint64_t{}, {0, 9, hi});
+}
+
+TEST_CASE("load_npy_as_int32 refuses a value outside int32's range, naming the element and value") {
+  temp_dir tmp("npy_int");
+  const fs::path p = tmp / "y.npy";
+  dafuse::data::save_npy<std::int64_t>(p, {5}, std::vector<std::int64_t>{0, 1, 2, 5000000000, 4});
+  CHECK_THROWS_WITH_AS(
+      dafuse::data::load_npy_as_int32(p, "labels"),
+      (about(p, "labels[3]") +
+       " expected a value in int32's range [-2147483648, 2147483647], found 5000000000")
+          .c_str(),
+      dafuse::error);
+  dafuse::data::save_npy<std::int64_t>(p, {2, 2}, std::vector<std::int64_t>{0, 1, -2147483649, 4});
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy_as_int32(p),
+                       doctest::Contains((about(p, "value[1][0]") + " expected").c_str()),
+                       dafuse::error);
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy_as_int32(p), doctest::Contains("found -2147483649"),
+                       dafuse::error);
+  dafuse::test::save_array_big_endian<std::uint64_t>(
+      p, {2}, {7, std::numeric_limits<std::uint64_t>::max()});
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy_as_int32(p),
+                       doctest::Contains("value[1]: expected a value in int32's range "
+                                         "[-2147483648, 2147483647], found 18446744073709551615"),
+                       dafuse::error);
+  dafuse::data::save_npy<std::uint32_t>(p, {1}, std::vector<std::uint32_t>{2147483648u});
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy_as_int32(p), doctest::Contains("found 2147483648"),
+                       dafuse::error);
+}
+
+TEST_CASE("load_npy_as_int32 refuses float files: the values must be integers, and the fix") {
+  temp_dir tmp("npy_int");
+  const fs::path p = tmp / "y.npy";
+  dafuse::data::save_npy<double>(p, {2}, std::vector<double>{0, 1});
+  CHECK_THROWS_WITH_AS(
+      dafuse::data::load_npy_as_int32(p, "labels"),
+      (about(p, "descr") +
+       " expected an integer type ('|i1' to '<i8', '|u1' to '<u8'), found '<f8' (float64): labels "
+       "must be integers; convert with y.astype(np.int32)")
+          .c_str(),
+      dafuse::error);
+  dafuse::test::save_array_big_endian<float>(p, {2}, {0, 1});
+  CHECK_THROWS_WITH_AS(dafuse::data::load_npy_as_int32(p),
+                       doctest::Contains("found '>f4' (float32, big-endian): value must be "
+                                         "integers; convert with y.astype(np.int32)"),
+                       dafuse::error);
+}
+
+TEST_CASE("dtypes no loader reads are named as numpy names them, with the numpy call that fixes") {
   temp_dir tmp("npy_test");
   const fs::path path = tmp / "descr.npy";
-  write_bytes(path, make_npy(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }\n",
-                             bytes(8, 0)));
-  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
-                       doctest::Contains((about(path, "descr") + " expected").c_str()),
-                       dafuse::error);
-  CHECK_THROWS_WITH_AS(dafuse::data::load_npy_as_float(path), doctest::Contains("found '<f8'"),
-                       dafuse::error);
-  write_bytes(path, make_npy(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }\n",
-                             bytes(4, 0)));
-  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
-                       doctest::Contains((about(path, "descr") + " expected").c_str()),
-                       dafuse::error);
-  CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
-                       doctest::Contains("found '>f4' (big-endian"), dafuse::error);
+  const auto refused = [&](std::string_view descr, std::size_t size, std::string_view found) {
+    CAPTURE(descr);
+    write_bytes(path, make_npy(1,
+                               "{'descr': '" + std::string(descr) +
+                                   "', 'fortran_order': False, 'shape': (1,), }\n",
+                               bytes(size, 0)));
+    const std::string expected =
+        " expected a float or integer type ('<f4', '<f8', '|i1' to '<i8', '|u1' to '<u8'; '>' "
+        "for big-endian), found " +
+        std::string(found) + "; convert with ";
+    CHECK_THROWS_WITH_AS(dafuse::data::load_npy_as_float(path),
+                         (about(path, "descr") + expected + "x.astype(np.float32)").c_str(),
+                         dafuse::error);
+    CHECK_THROWS_WITH_AS(dafuse::data::load_npy_as_int32(path),
+                         doctest::Contains((expected + "y.astype(np.int32)").c_str()),
+                         dafuse::error);
+    CHECK_THROWS_WITH_AS(dafuse::data::load_npy<float>(path),
+                         doctest::Contains((std::string(found) + "; convert with").c_str()),
+                         dafuse::error);
+  };
+  refused("<f2", 2, "'<f2' (float16)");
+  refused("|b1", 1, "'|b1' (bool)");
+  refused("<c8", 8, "'<c8' (complex)");
+  refused("<U1", 4, "'<U1' (strings)");
+  refused("|O", 8, "'|O' (Python objects)");
+  refused("<M8[D]", 8, "'<M8[D]' (dates or times)");
+  refused("|f4", 4, "'|f4'");  // '|' is for one-byte types only
+  refused("<f16", 16, "'<f16'");
 }
 
 TEST_CASE("load_npy rejects Fortran-order data") {
@@ -304,14 +525,15 @@ TEST_CASE("load_npy rejects Fortran-order data") {
       dafuse::error);
 }
 
-TEST_CASE("load_npy rejects a file whose dtype is not the one requested") {
+TEST_CASE("load_npy rejects a file whose dtype is not the one requested, saying how to convert") {
   temp_dir tmp("npy_test");
   const fs::path path = tmp / "floats.npy";
   dafuse::data::save_npy<float>(path, {2}, std::vector<float>{1.f, 2.f});
   CHECK_THROWS_WITH_AS(
       dafuse::data::load_npy<std::int32_t>(path),
-      doctest::Contains(
-          (about(path, "descr") + " expected '<i4' (int32), found '<f4' (float32)").c_str()),
+      (about(path, "descr") + " expected '<i4' (int32), found '<f4' (float32); convert with "
+                              "arr.astype(np.int32)")
+          .c_str(),
       dafuse::error);
   CHECK_THROWS_WITH_AS(dafuse::data::load_npy<std::uint8_t>(path),
                        doctest::Contains((about(path, "descr") + " expected '|u1'").c_str()),
@@ -563,6 +785,38 @@ TEST_CASE("loading reads the data straight into the values: the peak is about th
     REQUIRE(a.values.size() == n);
     CHECK(a.values[n - 1] == float(std::uint8_t((n - 1) * 7)));
     if (peak.usable()) CHECK(peak.growth_bytes() < 1.1 * array_bytes);  // was 1.25x
+  }
+}
+
+TEST_CASE("float64 features and int64 labels convert as they are read: the peak is the result's") {
+  temp_dir tmp("npy_peak");
+  const std::size_t n = std::size_t(8) << 20;  // 8 Mi values: 64 MiB files, 32 MiB results
+  const fs::path f64 = tmp / "f64.npy", i64 = tmp / "i64.npy";
+  {
+    std::vector<double> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = double(i % 1000) / 8;
+    dafuse::data::save_npy<double>(f64, {n / 64, 64}, std::span<const double>(v));
+  }
+  {
+    std::vector<std::int64_t> w(n);
+    for (std::size_t i = 0; i < n; ++i) w[i] = std::int64_t(i % 10);
+    dafuse::test::save_array_big_endian<std::int64_t>(i64, {n}, w);
+  }
+  const double result_bytes = double(n) * 4;
+  {
+    const dafuse::test::peak_memory peak;
+    const host_array<float> a = dafuse::data::load_npy_as_float(f64);
+    REQUIRE(a.values.size() == n);
+    CHECK(a.values[n - 1] == float(double((n - 1) % 1000) / 8));
+    // The bound the reader promises is the float64 file + the float32 array; it keeps 64 KiB.
+    if (peak.usable()) CHECK(peak.growth_bytes() < 1.1 * result_bytes);
+  }
+  {
+    const dafuse::test::peak_memory peak;
+    const host_array<std::int32_t> a = dafuse::data::load_npy_as_int32(i64);
+    REQUIRE(a.values.size() == n);
+    CHECK(a.values[n - 1] == std::int32_t((n - 1) % 10));
+    if (peak.usable()) CHECK(peak.growth_bytes() < 1.1 * result_bytes);
   }
 }
 

@@ -52,8 +52,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try_load<float>(path);
   try_load<std::int32_t>(path);
   try_load<std::uint8_t>(path);
+  try_load<double>(path);
+  try_load<std::int64_t>(path);
   try {
     check_array(dd::load_npy_as_float(path));
+  } catch (const dafuse::error&) {
+  }
+  try {
+    check_array(dd::load_npy_as_int32(path));
   } catch (const dafuse::error&) {
   }
   return 0;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tests for step/model.hpp: logits and classes against a naive forward pass in double, for dense,
 // convolutional and sparse input, across a chunk boundary; and the refusal of malformed sparse
-// rows.
+// rows; the preprocessing a model applies to raw rows, chunk by chunk.
 #include <dafuse/step/model.hpp>
 
 #include "../check.hpp"
@@ -172,5 +172,55 @@ TEST_CASE("model: sparse input equals the dense forward pass of the same rows") 
                                                      width - 1, rows};
     CHECK(df::test::error_message([&] { m.predict(narrow, classes.data()); }) ==
           "dafuse: model::logits: sparse rows: expected 40 features, found 39");
+  }
+}
+
+TEST_CASE("model: with preprocessing, raw rows give the logits of the transformed rows") {
+  // Across the chunk boundary: each chunk of raw rows is copied and transformed on its own.
+  df::counter_rng rng(9, df::rng_stream::synthetic_data);
+  SUBCASE("dense: standardize then l2") {
+    df::model<dense_net> m = random_model<dense_net>(3);
+    constexpr df::index_t width = dense_net::input_width;
+    std::vector<float> raw(std::size_t(rows * width));
+    for (float& v : raw) v = 3.0f * rng.normal<float>();
+    df::data::preprocessing p;
+    p.add_standardize({"fitted", std::vector<double>(width, 0.5), std::vector<double>(width, 2.0)});
+    p.add(df::data::preprocess_kind::l2);
+    std::vector<float> transformed = raw;
+    p.apply(transformed.data(), rows, width);
+    std::vector<float> want(std::size_t(rows * dense_net::class_count)), got(want.size());
+    m.logits(transformed.data(), rows, want.data());
+    m.set_preprocessing(p);
+    m.logits(raw.data(), rows, got.data());
+    CHECK(got == want);
+    CHECK(raw[0] != transformed[0]);  // the caller's rows are left as they were
+  }
+  SUBCASE("sparse: log1p then l2, on a view that starts inside the matrix") {
+    df::model<sparse_net> m = random_model<sparse_net>(4);
+    constexpr df::index_t width = sparse_net::input_width;
+    std::vector<std::int32_t> offsets{0}, indices;
+    std::vector<float> values;
+    for (df::index_t r = 0; r < rows + 5; ++r) {
+      for (df::index_t j = 0; j < width; ++j)
+        if (rng.uniform<float>() < 0.15f) {
+          indices.push_back(std::int32_t(j));
+          values.push_back(1.0f + float(j % 7));
+        }
+      offsets.push_back(std::int32_t(indices.size()));
+    }
+    df::data::preprocessing p;
+    p.add(df::data::preprocess_kind::log1p);
+    p.add(df::data::preprocess_kind::l2);
+    std::vector<float> transformed = values;
+    p.apply_sparse(offsets.data(), transformed.data(), rows + 5);
+    const auto view = [&](const std::vector<float>& v) {
+      return df::sparse_matrix_view<const float>{offsets.data() + 5, indices.data() + offsets[5],
+                                                 v.data() + offsets[5], width, rows};
+    };
+    std::vector<float> want(std::size_t(rows * sparse_net::class_count)), got(want.size());
+    m.logits(view(transformed), want.data());
+    m.set_preprocessing(p);
+    m.logits(view(values), got.data());
+    CHECK(got == want);
   }
 }

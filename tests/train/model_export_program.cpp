@@ -2,10 +2,16 @@
 // For tests/train/model_export_test.sh: writes model files of four networks (every activation,
 // a sparse first layer, a conv net) with random weights, saved and loaded back, and the rows and
 // the classes the loaded model<Net> predicts for them, which tools/check_model_export.py then
-// compares with PyTorch's. Usage: model_export_program OUT_DIR (writes NAME.npz, NAME_rows*.npy,
-// NAME_classes.npy for NAME = dense_a, dense_b, sparse, conv).
+// compares with PyTorch's; and three models that carry their preprocessing (every step), whose
+// rows are raw. Usage: model_export_program OUT_DIR (writes NAME.npz, NAME_rows*.npy,
+// NAME_classes.npy for NAME = dense_a, dense_b, sparse, conv, pre_dense, pre_binarize,
+// pre_sparse).
 #include <dafuse/core/rng.hpp>
+#include <dafuse/data/csr.hpp>
+#include <dafuse/data/dataset.hpp>
 #include <dafuse/data/npy.hpp>
+#include <dafuse/data/preprocessing.hpp>
+#include <dafuse/data/transform.hpp>
 #include <dafuse/nn/conv2d.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/nn/init.hpp>
@@ -69,6 +75,28 @@ df::model<Net> round_trip(const fs::path& out, const std::string& name, std::uin
   return df::load_model<Net>(out / (name + ".npz"));
 }
 
+// Whether every class is predicted for at least 1 row in 40.
+bool balanced(const std::vector<std::int32_t>& classes) {
+  std::vector<std::size_t> counts(3, 0);
+  for (const std::int32_t c : classes) ++counts.at(std::size_t(c));
+  for (const std::size_t n : counts)
+    if (n < classes.size() / 40) return false;
+  return true;
+}
+
+// The first model from `seed` on whose classes of the rows `predict(model, classes)` writes are
+// balanced: unit-norm rows (l2) leave a random model's logits to its biases, often one class.
+template <class Net, class Predict>
+df::model<Net> balanced_model(std::uint64_t seed, Predict predict) {
+  std::vector<std::int32_t> classes(static_cast<std::size_t>(rows));
+  for (std::uint64_t s = seed; s < seed + 1000; s += 7) {
+    df::model<Net> m = random_model<Net>(s);
+    predict(m, classes);
+    if (balanced(classes)) return m;
+  }
+  throw std::runtime_error("no seed from " + std::to_string(seed) + " predicts every class");
+}
+
 // Every class is predicted for some rows, so that agreeing classes say something.
 void write_classes(const fs::path& path, const std::vector<std::int32_t>& classes) {
   std::vector<std::size_t> counts(3, 0);
@@ -123,6 +151,93 @@ void sparse_rows(const fs::path& out) {
   write_classes(out / "sparse_classes.npy", classes);
 }
 
+// Raw rows of counts-like values (≥ 0, some exact zeros), a model trained on them transformed
+// as dafuse-train's --preprocess would (each step fitted on the rows the steps before left),
+// saved with the preprocessing and loaded back: the loaded model's classes of the raw rows must
+// be those of the model without preprocessing on the transformed rows, and are written for the
+// raw rows.
+template <class Net>
+void dense_preprocessed(const fs::path& out,
+                        const std::string& name,
+                        std::uint64_t seed,
+                        const std::vector<df::data::preprocess_kind>& steps) {
+  using df::data::preprocess_kind;
+  df::counter_rng rng(seed + 2, df::rng_stream::synthetic_data);
+  std::vector<float> x(std::size_t(rows * Net::input_width));
+  for (float& v : x) v = rng.uniform<float>() < 0.2f ? 0.0f : 5.0f * rng.uniform<float>();
+  df::data::dataset d = df::data::make_dataset(
+      name, df::data::domain::source, {{std::size_t(rows), std::size_t(Net::input_width)}, x});
+  df::data::dataset target = d;
+  target.side = df::data::domain::target;
+  df::data::preprocessing p;
+  for (const preprocess_kind k : steps) {
+    if (k == preprocess_kind::standardize) {
+      df::data::standardize s;
+      s.fit(d, target);
+      s.apply(d);
+      p.add_standardize(s.statistics(df::data::domain::target));
+    } else if (k == preprocess_kind::l2) {
+      df::data::l2_normalize_rows(d);
+      p.add(k);
+    } else if (k == preprocess_kind::log1p) {
+      df::data::log1p{}.apply(d);
+      p.add(k);
+    } else {
+      df::data::binarize{2.5f}.apply(d);
+      p.add(k, 2.5f);
+    }
+    target.features = d.features;
+  }
+  df::model<Net> m = balanced_model<Net>(seed, [&](const df::model<Net>& c, auto& out) {
+    c.predict(d.features.data(), rows, out.data());
+  });
+  std::vector<std::int32_t> want(static_cast<std::size_t>(rows)), classes(want.size());
+  m.predict(d.features.data(), rows, want.data());
+  m.set_preprocessing(p);
+  df::save_model(out / (name + ".npz"), m);
+  df::load_model<Net>(out / (name + ".npz")).predict(x.data(), rows, classes.data());
+  if (classes != want) throw std::runtime_error(name + ": raw rows predict other classes");
+  df::data::save_npy<float>(out / (name + "_rows.npy"),
+                            {std::size_t(rows), std::size_t(Net::input_width)},
+                            std::span<const float>(x));
+  write_classes(out / (name + "_classes.npy"), classes);
+}
+
+// The same for a sparse first layer: log1p then l2 on the stored values of raw CSR rows.
+void sparse_preprocessed(const fs::path& out) {
+  df::counter_rng rng(73, df::rng_stream::synthetic_data);
+  std::vector<float> dense_rows(std::size_t(rows * sparse::input_width), 0.0f);
+  for (float& v : dense_rows)
+    if (rng.uniform<float>() < 0.1f) v = float(1 + int(9 * rng.uniform<float>()));
+  const df::data::csr_matrix raw = df::data::to_csr(dense_rows.data(), rows, sparse::input_width);
+  df::data::sparse_dataset d =
+      df::data::make_sparse_dataset("pre_sparse", df::data::domain::source, raw);
+  df::data::log1p_values(d);
+  df::data::l2_normalize_rows(d);
+  df::data::preprocessing p;
+  p.add(df::data::preprocess_kind::log1p);
+  p.add(df::data::preprocess_kind::l2);
+  const auto view = [](const df::data::csr_matrix& c) {
+    return df::sparse_matrix_view<const float>{c.indptr.data(), c.indices.data(), c.values.data(),
+                                               sparse::input_width, rows};
+  };
+  df::model<sparse> m = balanced_model<sparse>(
+      71, [&](const df::model<sparse>& c, auto& out) { c.predict(view(d.features), out.data()); });
+  std::vector<std::int32_t> want(static_cast<std::size_t>(rows)), classes(want.size());
+  m.predict(view(d.features), want.data());
+  m.set_preprocessing(p);
+  df::save_model(out / "pre_sparse.npz", m);
+  df::load_model<sparse>(out / "pre_sparse.npz").predict(view(raw), classes.data());
+  if (classes != want) throw std::runtime_error("pre_sparse: raw rows predict other classes");
+  df::data::save_npy<std::int32_t>(out / "pre_sparse_rows_indptr.npy", {raw.indptr.size()},
+                                   std::span<const std::int32_t>(raw.indptr));
+  df::data::save_npy<std::int32_t>(out / "pre_sparse_rows_indices.npy", {raw.indices.size()},
+                                   std::span<const std::int32_t>(raw.indices));
+  df::data::save_npy<float>(out / "pre_sparse_rows_data.npy", {raw.values.size()},
+                            std::span<const float>(raw.values));
+  write_classes(out / "pre_sparse_classes.npy", classes);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -135,6 +250,13 @@ int main(int argc, char** argv) try {
   dense<dense_b>(out, "dense_b", 21);
   sparse_rows(out);
   dense<conv>(out, "conv", 331, {10, 9, 2});
+  using df::data::preprocess_kind;
+  dense_preprocessed<dense_a>(
+      out, "pre_dense", 41,
+      {preprocess_kind::log1p, preprocess_kind::standardize, preprocess_kind::l2});
+  dense_preprocessed<dense_b>(out, "pre_binarize", 51,
+                              {preprocess_kind::binarize, preprocess_kind::standardize});
+  sparse_preprocessed(out);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());

@@ -1,13 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tests for train/model_file.hpp: a trained step's weights survive save and load exactly, load
 // into a step of other policies and into a model, and every file of another network is refused
-// with the target left as it was; a conv net's members are in PyTorch's NCHW layout.
+// with the target left as it was; a conv net's members are in PyTorch's NCHW layout; the
+// preprocessing travels with the model (version 2) and old files stay version 1.
 #include <dafuse/train/model_file.hpp>
 
 #include "../check.hpp"
 #include "blobs.hpp"
 
+#include <dafuse/data/csr.hpp>
 #include <dafuse/data/dataset.hpp>
+#include <dafuse/data/preprocessing.hpp>
+#include <dafuse/data/sparse_batcher.hpp>
+#include <dafuse/data/transform.hpp>
 #include <dafuse/head/dann.hpp>
 #include <dafuse/nn/conv2d.hpp>
 #include <dafuse/nn/init.hpp>
@@ -15,11 +20,14 @@
 #include <dafuse/train/fit.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace df = dafuse;
@@ -231,7 +239,7 @@ TEST_CASE("model file: a file of another network is refused, the target unchange
     });
     CHECK(refused(bad) == "dafuse: " + bad.string() +
                               ": classifier.0.bias.npy: descr: expected '<f4' (float32), found "
-                              "'<i4' (int32)");
+                              "'<i4' (int32); convert with arr.astype(np.float32)");
   }
   SUBCASE("not a model file") {
     CHECK(refused(tmp / "absent.npz").find((tmp / "absent.npz").string()) != std::string::npos);
@@ -307,4 +315,183 @@ TEST_CASE("model file: a conv net is written in PyTorch's NCHW layout and read b
           "dafuse: " + (tmp / "flat.npz").string() +
               ": features.0.weight.npy: shape: expected (3, 2, 3, 3), found (3, 18)");
   }
+}
+
+namespace {
+
+//! The steps dafuse-train's --preprocess standardize,l2 fits on `s` and `t`, applied to them.
+df::data::preprocessing standardize_l2(df::data::dataset& s, df::data::dataset& t) {
+  df::data::preprocessing p;
+  df::data::standardize st;
+  st.fit(s, t);
+  st.apply(s);
+  st.apply(t);
+  p.add_standardize(st.statistics(df::data::domain::target));
+  df::data::l2_normalize_rows(s);
+  df::data::l2_normalize_rows(t);
+  p.add(df::data::preprocess_kind::l2);
+  return p;
+}
+
+//! The text of a model file's architecture.json.
+std::string architecture_of(const fs::path& path) {
+  const std::vector<df::data::npz_member> members = df::data::load_npz(path);
+  const df::data::npz_member* a = df::data::find_member(members, "architecture.json");
+  REQUIRE(a != nullptr);
+  return std::string(a->bytes.begin(), a->bytes.end());
+}
+
+}  // namespace
+
+TEST_CASE("model file: the preprocessing travels with the model, which then reads raw rows") {
+  const df::test::temp_dir tmp("model_file_preprocess");
+  df::data::dataset s = source, t = target;
+  const df::data::preprocessing p = standardize_l2(s, t);
+  step_t<df::optim::sgd> step(args);
+  (void)df::fit(step, s, t);
+
+  df::model<net> m = df::model_of(step);
+  CHECK(m.preprocessing().empty());
+  // What the step predicts on the rows it trained on: logits of the transformed target rows.
+  std::vector<float> want(std::size_t(t.rows) * 2), got(want.size());
+  m.logits(t.features.data(), t.rows, want.data());
+  m.set_preprocessing(p);
+  const fs::path path = tmp / "model.npz";
+  df::save_model(path, m);
+
+  const df::model<net> loaded = df::load_model<net>(path);
+  REQUIRE(loaded.preprocessing().steps().size() == 2);
+  CHECK(loaded.preprocessing().steps()[0].mean == p.steps()[0].mean);
+  CHECK(loaded.preprocessing().steps()[0].stddev == p.steps()[0].stddev);
+  // Raw target rows through the loaded model: the same logits, bit for bit.
+  loaded.logits(target.features.data(), target.rows, got.data());
+  CHECK(std::memcmp(got.data(), want.data(), 4 * want.size()) == 0);
+
+  SUBCASE("version 2, its steps in architecture.json and the statistics as float64 members") {
+    CHECK(architecture_of(path).starts_with(
+        R"({"format": "dafuse-model", "format_version": 2, "input": {"width": 3, "sparse": )"
+        R"(false}, "preprocess": [{"transform": "standardize", "mean": )"
+        R"("preprocess.0.mean.npy", "stddev": "preprocess.0.stddev.npy"}, {"transform": "l2"}], )"
+        R"("modules": {"features": )"));
+    const std::vector<df::data::npz_member> members = df::data::load_npz(path);
+    const df::data::npz_member* mean = df::data::find_member(members, "preprocess.0.mean.npy");
+    REQUIRE(mean != nullptr);
+    CHECK(df::data::parse_npy<double>(mean->bytes, "mean").values == p.steps()[0].mean);
+    // Saved again, the loaded model gives the same file.
+    df::save_model(tmp / "again.npz", loaded);
+    CHECK(df::data::load_npz(tmp / "again.npz").size() == members.size());
+    CHECK(architecture_of(tmp / "again.npz") == architecture_of(path));
+  }
+  SUBCASE("a model without preprocessing is the version 1 file it was") {
+    df::save_model(tmp / "plain.npz", df::model_of(step));
+    CHECK(architecture_of(tmp / "plain.npz") == df::model_architecture<net>());
+    CHECK(architecture_of(tmp / "plain.npz").find(R"("format_version": 1)") != std::string::npos);
+    CHECK(df::load_model<net>(tmp / "plain.npz").preprocessing().empty());
+  }
+  SUBCASE("binarize keeps its threshold; log1p needs nothing") {
+    df::data::preprocessing q;
+    q.add(df::data::preprocess_kind::log1p);
+    q.add(df::data::preprocess_kind::binarize, 0.25f);
+    m.set_preprocessing(q);
+    df::save_model(tmp / "bin.npz", m);
+    CHECK(
+        architecture_of(tmp / "bin.npz")
+            .find(
+                R"("preprocess": [{"transform": "log1p"}, {"transform": "binarize", "threshold": )"
+                R"(0.25}])") != std::string::npos);
+    const df::model<net> b = df::load_model<net>(tmp / "bin.npz");
+    REQUIRE(b.preprocessing().steps().size() == 2);
+    CHECK(b.preprocessing().steps()[1].threshold == 0.25f);
+  }
+}
+
+TEST_CASE("model file: preprocessing a file cannot carry exactly is refused, naming what") {
+  const df::test::temp_dir tmp("model_file_preprocess_errors");
+  df::data::dataset s = source, t = target;
+  df::model<net> m;
+  m.set_preprocessing(standardize_l2(s, t));
+  const fs::path path = tmp / "model.npz";
+  df::save_model(path, m);
+  const auto message = [&](const fs::path& p) {
+    return df::test::error_message([&] { (void)df::load_model<net>(p); });
+  };
+  const auto edit_architecture = [&](const fs::path& to, std::string_view from,
+                                     std::string_view by) {
+    rewrite(path, to, [&](auto& members) {
+      std::string a(members.back().bytes.begin(), members.back().bytes.end());
+      const std::size_t at = a.find(from);
+      REQUIRE(at != std::string::npos);
+      a.replace(at, from.size(), by);
+      members.back().bytes.assign(a.begin(), a.end());
+    });
+  };
+  SUBCASE("a reader of version 1 only, or a version 1 file with preprocessing") {
+    edit_architecture(tmp / "v1.npz", R"("format_version": 2)", R"("format_version": 1)");
+    CHECK(message(tmp / "v1.npz") ==
+          "dafuse: " + (tmp / "v1.npz").string() +
+              ": architecture.json: format_version: expected 2, found 1");
+  }
+  SUBCASE("an unknown transform") {
+    edit_architecture(tmp / "whiten.npz", R"("transform": "l2")", R"("transform": "whiten")");
+    CHECK(message(tmp / "whiten.npz") ==
+          "dafuse: " + (tmp / "whiten.npz").string() +
+              ": architecture.json: preprocess[1].transform: expected \"standardize\", \"l2\", "
+              "\"log1p\", \"binarize\" or \"binarize_nonzero\", found \"whiten\"");
+  }
+  SUBCASE("statistics missing, of another width, or negative") {
+    rewrite(path, tmp / "missing.npz", [](auto& members) { members.erase(members.begin() + 8); });
+    CHECK(message(tmp / "missing.npz")
+              .find("preprocess.0.mean.npy: expected a member holding "
+                    "standardize's mean (float64 [3]), found none") != std::string::npos);
+    rewrite(path, tmp / "wide.npz", [](auto& members) {
+      const std::vector<double> v(4, 1.0);
+      members[9].bytes = df::data::npy_bytes<double>({4}, std::span<const double>(v), "s");
+    });
+    CHECK(message(tmp / "wide.npz") == "dafuse: " + (tmp / "wide.npz").string() +
+                                           ": preprocess.0.stddev.npy: shape: expected (3,), found "
+                                           "(4,)");
+    rewrite(path, tmp / "negative.npz", [](auto& members) {
+      const std::vector<double> v{1.0, -1.0, 1.0};
+      members[9].bytes = df::data::npy_bytes<double>({3}, std::span<const double>(v), "s");
+    });
+    CHECK(message(tmp / "negative.npz")
+              .find("preprocess.0.stddev.npy: values[1]: expected a finite value >= 0, found "
+                    "-1") != std::string::npos);
+  }
+  SUBCASE("statistics without the architecture that lists them") {
+    rewrite(path, tmp / "bare.npz", [](auto& members) { members.pop_back(); });
+    CHECK(message(tmp / "bare.npz") == "dafuse: " + (tmp / "bare.npz").string() +
+                                           ": preprocess.0.mean.npy: expected a preprocessing "
+                                           "member that architecture.json lists, found this one");
+  }
+  SUBCASE("a dense step on a sparse model") {
+    df::model<sparse_net> sm;
+    CHECK_THROWS_WITH_AS(sm.set_preprocessing(m.preprocessing()),
+                         doctest::Contains("model::set_preprocessing: preprocess[0]: expected l2, "
+                                           "log1p or binarize_nonzero"),
+                         dafuse::error);
+  }
+}
+
+TEST_CASE("model file: a sparse model's preprocessing reads raw CSR rows as the transforms did") {
+  const df::test::temp_dir tmp("model_file_preprocess_sparse");
+  df::model<sparse_net> m;
+  df::nn::initialize_parameters<sparse_net>(m.parameters().data(), 7,
+                                            df::nn::weight_init::torch_default);
+  df::data::sparse_dataset raw = df::data::make_sparse_dataset(
+      "raw", df::data::domain::target, df::data::to_csr(source.features.data(), source.rows, 3));
+  for (float& v : raw.features.values) v = std::abs(v);  // counts for log1p
+  df::data::sparse_dataset d = raw;
+  df::data::log1p_values(d);
+  df::data::l2_normalize_rows(d);
+  std::vector<float> want(std::size_t(d.rows()) * 2), got(want.size());
+  m.logits(df::data::sparse_columns(d.features), want.data());
+  df::data::preprocessing p;
+  p.add(df::data::preprocess_kind::log1p);
+  p.add(df::data::preprocess_kind::l2);
+  m.set_preprocessing(p);
+  df::save_model(tmp / "sparse.npz", m);
+  df::load_model<sparse_net>(tmp / "sparse.npz")
+      .logits(df::data::sparse_columns(raw.features), got.data());
+  CHECK(std::memcmp(got.data(), want.data(), 4 * want.size()) == 0);
 }

@@ -4,6 +4,7 @@
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/error.hpp>
+#include <dafuse/core/file.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/data/dataset.hpp>
 #include <dafuse/data/npy.hpp>
@@ -25,8 +26,11 @@
 //   <prefix>_indices.npy  int32   [nnz]        column of each entry
 //   <prefix>_data.npy     float32 [nnz]        value of each entry
 //
-// The column count is not stored (scipy keeps it in the matrix object, not in these arrays), so
-// the caller passes it: 5000 for the Amazon reviews counts.
+// Other dtypes are converted as they are read: offsets and columns of any integer type whose
+// values fit int32 (scipy uses int64 for large matrices), values of any float or integer type
+// (float64, scipy's default for float data, rounds to float32). The column count is not stored
+// (scipy keeps it in the matrix object, not in these arrays), so the caller passes it: 5000 for the
+// Amazon reviews counts.
 
 namespace dafuse::data {
 
@@ -123,14 +127,32 @@ inline void validate_csr(const csr_matrix& m, const csr_origins& o) {
   check_csr_entries(m, o);
 }
 
-//! Loads a 1-D NPY array of `T`, naming `path` when it has another shape.
-template <class T>
-std::vector<T> load_vector(const std::filesystem::path& path, std::string_view what) {
-  host_array<T> a = load_npy<T>(path);
-  if (a.shape.size() != 1)
-    fail(path.string(), "shape", "one dimension [" + std::string(what) + "]",
-         std::to_string(a.shape.size()) + " dimensions");
-  return std::move(a.values);
+//! Fails unless the header of `where` has one dimension, [what].
+inline void check_vector_shape(const npy_header& h, std::string_view where, std::string_view what) {
+  if (h.shape.size() != 1)
+    fail(where, "shape", "one dimension [" + std::string(what) + "]",
+         std::to_string(h.shape.size()) + " dimensions");
+}
+
+//! A 1-D NPY array of integers (any integer dtype whose values fit int32) named `name` in
+//! messages ("indptr[7]"); the shape is checked before the values are read.
+inline std::vector<std::int32_t> load_index_vector(const std::filesystem::path& path,
+                                                   std::string_view what,
+                                                   std::string_view name) {
+  constexpr std::string_view fix = "a.astype(np.int32)";
+  const dafuse::detail::input_file f(path, path.string());
+  const npy_header h = read_npy_header(f, fix);
+  check_vector_shape(h, f.where(), what);
+  return std::move(read_npy_values_as_int32(f, h, name, fix).values);
+}
+
+//! A 1-D NPY array of values (any float or integer dtype, converted to float32).
+inline std::vector<float> load_value_vector(const std::filesystem::path& path,
+                                            std::string_view what) {
+  const dafuse::detail::input_file f(path, path.string());
+  const npy_header h = read_npy_header(f, npy_float_fix);
+  check_vector_shape(h, f.where(), what);
+  return std::move(read_npy_values_as_float(f, h).values);
 }
 
 //! `prefix` + `suffix`, appended to the file name ("data/dvd_train" + "_data.npy").
@@ -152,19 +174,20 @@ inline void check_csr(const csr_matrix& m, const std::string& origin) {
 }
 
 //! Loads a CSR matrix of `cols` columns from three 1-D NPY files: `indptr` int32 [rows + 1],
-//! `indices` int32 [nnz] and `data` float32 [nnz], then checks it as check_csr does. Messages
-//! name the file each field came from.
+//! `indices` int32 [nnz] and `data` float32 [nnz] (other integer and float dtypes converted: see
+//! the top of this file), then checks it as check_csr does. Messages name the file each field
+//! came from.
 inline csr_matrix load_csr(const std::filesystem::path& indptr,
                            const std::filesystem::path& indices,
                            const std::filesystem::path& data,
                            index_t cols) {
   csr_matrix m;
-  m.indptr = detail::load_vector<std::int32_t>(indptr, "rows + 1");
+  m.indptr = detail::load_index_vector(indptr, "rows + 1", "indptr");
   if (m.indptr.empty()) fail(indptr.string(), "shape", "at least one entry [rows + 1]", "[0]");
   m.rows = index_t(m.indptr.size()) - 1;
   m.cols = cols;
-  m.indices = detail::load_vector<std::int32_t>(indices, "nnz");
-  m.values = detail::load_vector<float>(data, "nnz");
+  m.indices = detail::load_index_vector(indices, "nnz", "indices");
+  m.values = detail::load_value_vector(data, "nnz");
   detail::validate_csr(m, {indptr.string(), indices.string(), data.string()});
   return m;
 }
@@ -234,7 +257,28 @@ inline void check_width(const sparse_dataset& d, index_t width) {
 
 // Transforms that keep the sparsity pattern: each maps 0 to 0, so only stored values change.
 // None is fitted on anything (no statistics from the source), so source and target are treated
-// alike and a transform can be applied to each domain on its own.
+// alike and a transform can be applied to each domain on its own. The arithmetic of each is a
+// detail function that data::preprocessing shares, so a model reads raw rows bit for bit alike.
+
+namespace detail {
+//! Scales a sparse row's `n` stored values at `v` to unit L2 norm; a row of zeros stays zero.
+inline void l2_normalize_values(float* v, std::size_t n) {
+  double sq = 0;
+  for (std::size_t p = 0; p < n; ++p) sq += double(v[p]) * double(v[p]);
+  if (sq == 0) return;
+  // Divide in double: 1/norm of a row of tiny values may not fit in a float.
+  const double norm = std::sqrt(sq);
+  for (std::size_t p = 0; p < n; ++p) v[p] = float(double(v[p]) / norm);
+}
+//! log1p_values' arithmetic: log(1 + v) in float.
+inline float log1p_value(float v) {
+  return std::log1p(v);
+}
+//! binarize_values' rule: 1 for a non-zero value, 0 for a stored zero.
+inline float nonzero_value(float v) {
+  return v != 0.0f ? 1.0f : 0.0f;
+}
+}  // namespace detail
 
 //! Scales each row to unit L2 norm; rows of zeros stay zero. Per row: fitted on nothing.
 inline void l2_normalize_rows(sparse_dataset& d) {
@@ -242,12 +286,7 @@ inline void l2_normalize_rows(sparse_dataset& d) {
   for (index_t i = 0; i < m.rows; ++i) {
     const std::size_t begin = std::size_t(m.indptr[std::size_t(i)]);
     const std::size_t end = std::size_t(m.indptr[std::size_t(i) + 1]);
-    double sq = 0;
-    for (std::size_t p = begin; p < end; ++p) sq += double(m.values[p]) * double(m.values[p]);
-    if (sq == 0) continue;
-    // Divide in double: 1/norm of a row of tiny values may not fit in a float.
-    const double norm = std::sqrt(sq);
-    for (std::size_t p = begin; p < end; ++p) m.values[p] = float(double(m.values[p]) / norm);
+    detail::l2_normalize_values(m.values.data() + begin, end - begin);
   }
 }
 
@@ -264,13 +303,13 @@ inline void log1p_values(sparse_dataset& d) {
              "values[" + std::to_string(p) + "] (row " + std::to_string(i) + ", column " +
                  std::to_string(m.indices[p]) + ")",
              "a value > -1 for log1p", std::to_string(m.values[p]));
-  for (float& v : m.values) v = std::log1p(v);
+  for (float& v : m.values) v = detail::log1p_value(v);
 }
 
 //! Replaces each non-zero value by 1 (word present or not); stored zeros stay 0. Per value:
 //! fitted on nothing.
 inline void binarize_values(sparse_dataset& d) {
-  for (float& v : d.features.values) v = v != 0.0f ? 1.0f : 0.0f;
+  for (float& v : d.features.values) v = detail::nonzero_value(v);
 }
 
 //! The non-zeros of a dense row-major [rows, cols] array as a CSR matrix (exact zeros are left

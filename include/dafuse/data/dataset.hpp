@@ -4,6 +4,7 @@
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/error.hpp>
+#include <dafuse/core/file.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/data/npy.hpp>
 
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -72,24 +74,29 @@ inline dataset make_dataset(std::string origin,
 
 //! Int32 labels of shape [rows] from `labels_path`, one per row of the features read from
 //! `features_origin` (named in the error when the counts differ); none when the path is empty.
-//! Every loader (dense, image, sparse) reads its labels here.
+//! Every loader (dense, image, sparse) reads its labels here. Any integer dtype is read (numpy's
+//! default int64 too) when every value fits int32; the first that does not is refused as
+//! `labels[i]` with its value. Float labels are refused: labels are class indices, and the
+//! message says so and gives the fix (`y.astype(np.int32)`). The shape is checked from the header
+//! before any value is read.
 inline std::vector<std::int32_t> load_labels(const std::filesystem::path& labels_path,
                                              std::size_t rows,
                                              const std::string& features_origin) {
   if (labels_path.empty()) return {};
-  host_array<std::int32_t> l = load_npy<std::int32_t>(labels_path);
-  if (l.shape.size() != 1)
-    fail(labels_path.string(), "shape", "one dimension [N]",
-         std::to_string(l.shape.size()) + " dimensions");
-  if (l.shape[0] != rows)
-    fail(labels_path.string(), "shape",
-         "[" + std::to_string(rows) + "] to match " + features_origin,
-         "[" + std::to_string(l.shape[0]) + "]");
-  return std::move(l.values);
+  constexpr std::string_view fix = "y.astype(np.int32)";
+  const dafuse::detail::input_file f(labels_path, labels_path.string());
+  const npy_header h = detail::read_npy_header(f, fix);
+  if (h.shape.size() != 1)
+    fail(f.where(), "shape", "one dimension [N]", std::to_string(h.shape.size()) + " dimensions");
+  if (h.shape[0] != rows)
+    fail(f.where(), "shape", "[" + std::to_string(rows) + "] to match " + features_origin,
+         "[" + std::to_string(h.shape[0]) + "]");
+  return std::move(detail::read_npy_values_as_int32(f, h, "labels", fix).values);
 }
 
-//! Loads features (float32, uint8 or int32 NPY, cast to float) and, when `labels_path` is not
-//! empty, int32 labels of shape [N].
+//! Loads features (any float or integer NPY, converted to float as load_npy_as_float converts:
+//! float64 rounds to float32) and, when `labels_path` is not empty, integer labels of shape [N]
+//! (see load_labels).
 inline dataset load_dataset(const std::filesystem::path& features_path,
                             const std::filesystem::path& labels_path,
                             domain side) {
@@ -135,17 +142,24 @@ inline void check_width(const dataset& d, index_t width) {
   detail::check_row_width(d.origin, d.width, width);
 }
 
+namespace detail {
+//! Scales the `width` values at `r` to unit L2 norm: r · float(1 / ||r||), the norm summed in
+//! double in index order; a row of zeros stays zero. Shared with data::preprocessing, so that a
+//! model applies it to raw rows bit for bit as l2_normalize_rows did to the training rows.
+inline void l2_normalize_row(float* r, index_t width) {
+  double sq = 0;
+  for (index_t k = 0; k < width; ++k) sq += double(r[k]) * double(r[k]);
+  if (sq == 0) return;
+  const float inv = float(1.0 / std::sqrt(sq));
+  for (index_t k = 0; k < width; ++k) r[k] *= inv;
+}
+}  // namespace detail
+
 //! Scales each row to unit L2 norm (rows of zeros stay zero). A per-row transform: nothing is
 //! fitted, so source and target are treated alike.
 inline void l2_normalize_rows(dataset& d) {
-  for (index_t i = 0; i < d.rows; ++i) {
-    float* r = d.features.data() + i * d.width;
-    double sq = 0;
-    for (index_t k = 0; k < d.width; ++k) sq += double(r[k]) * double(r[k]);
-    if (sq == 0) continue;
-    const float inv = float(1.0 / std::sqrt(sq));
-    for (index_t k = 0; k < d.width; ++k) r[k] *= inv;
-  }
+  for (index_t i = 0; i < d.rows; ++i)
+    detail::l2_normalize_row(d.features.data() + i * d.width, d.width);
 }
 
 }  // namespace dafuse::data

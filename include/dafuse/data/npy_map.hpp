@@ -8,6 +8,7 @@
 #include <dafuse/core/meta.hpp>
 #include <dafuse/data/npy.hpp>
 
+#include <bit>
 #include <cerrno>
 #include <cstddef>
 #include <filesystem>
@@ -80,17 +81,23 @@ class file_mapping {
 
 //! An NPY file mapped read-only into memory: `values()` reads the elements where they lie in the
 //! file, so only the pages touched are read, and several processes share one copy in the page
-//! cache. The header is checked like `load_npy<T>` checks it (dtype exactly `T`, little-endian,
-//! C order, exactly product(shape) elements), with the same messages; in addition the data must
-//! start on a multiple of alignof(T) (numpy pads headers to 64 bytes, older numpy to 16).
+//! cache. The header is checked like `load_npy<T>` checks it (dtype exactly `T`, C order, exactly
+//! product(shape) elements), with the same messages; in addition the data must be in the host's
+//! byte order and start on a multiple of alignof(T) (numpy pads headers to 64 bytes, older numpy
+//! to 16).
+//!
+//! Mapping never converts: a float64 file maps as `mapped_npy<double>` only. To train on one (the
+//! step reads float32), load it with `load_npy_as_float`, which converts as it reads and peaks
+//! at the float32 array, half the file's size; a float32 copy made once (`x.astype(np.float32)`)
+//! maps without any copy.
 //!
 //! The mapping is private and read-only; the file must not be truncated while mapped (reading a
 //! page past the new end raises SIGBUS, as with any mmap). Move-only; a moved-from object is empty.
 template <class T>
 class mapped_npy {
   static_assert(npy_element<T>,
-                "dafuse: mapped_npy<T> supports T = float, std::int32_t or std::uint8_t ('<f4', "
-                "'<i4', '|u1')");
+                "dafuse: mapped_npy<T> supports T = float, double and the 8- to 64-bit integers "
+                "of <cstdint>");
 
  public:
   explicit mapped_npy(const std::filesystem::path& path)
@@ -98,12 +105,10 @@ class mapped_npy {
     const std::span<const unsigned char> bytes = map_.bytes();
     const npy_header h = parse_npy_header(bytes, where_);
     constexpr dtype want = dtype_of_v<T>;
-    if (h.type != want) {
-      const auto text = [](dtype t) {
-        return "'" + std::string(descr_of(t)) + "' (" + std::string(name_of(t)) + ")";
-      };
-      fail(where_, "descr", text(want), text(h.type));
-    }
+    detail::check_dtype(h, want, where_);
+    if (h.byte_order != std::endian::native)
+      fail(where_, "descr", "data in the host's byte order to map it",
+           detail::dtype_text(h) + "; use load_npy, which swaps the bytes as it reads");
     const std::size_t count = detail::checked_count(h, bytes.size(), where_);
     if (h.data_offset % alignof(T) != 0)
       fail(where_, "header length",

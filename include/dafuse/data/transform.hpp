@@ -76,6 +76,21 @@ inline void store(dataset& d, std::size_t i, double v, const char* transform) {
   d.features[i] = f;
 }
 
+//! standardize's arithmetic for value `x` of a feature of statistics (mean, stddev): in double,
+//! only centred where stddev is 0. Shared with data::preprocessing (a model's raw rows).
+inline double standardized(float x, double mean, double stddev) {
+  const double centred = double(x) - mean;
+  return stddev == 0.0 ? centred : centred / stddev;
+}
+//! log1p's arithmetic: log(1 + x) in double.
+inline double log1p_of(float x) {
+  return std::log1p(double(x));
+}
+//! binarize's rule.
+inline float binarized(float x, float threshold) {
+  return x > threshold ? 1.0f : 0.0f;
+}
+
 }  // namespace detail
 
 //! Per-feature statistics of one data set, as `standardize` fits them.
@@ -156,8 +171,8 @@ class standardize {
     const auto w = std::size_t(d.width);
     for (std::size_t i = 0; i < d.features.size(); ++i) {
       const std::size_t k = i % w;
-      const double centred = double(d.features[i]) - s.mean[k];
-      detail::store(d, i, s.stddev[k] == 0.0 ? centred : centred / s.stddev[k], "standardize");
+      detail::store(d, i, detail::standardized(d.features[i], s.mean[k], s.stddev[k]),
+                    "standardize");
     }
   }
 
@@ -237,7 +252,7 @@ struct log1p {
         fail(d.origin, "features[" + std::to_string(i / w) + "][" + std::to_string(i % w) + "]",
              "a value > -1 for log1p", std::to_string(x));
       }
-      detail::store(d, i, std::log1p(double(x)), "log1p");
+      detail::store(d, i, detail::log1p_of(x), "log1p");
     }
   }
 };
@@ -248,7 +263,7 @@ struct binarize {
 
   void fit(const dataset&, const dataset&) {}
   void apply(dataset& d) const {
-    for (float& x : d.features) x = x > threshold ? 1.0f : 0.0f;
+    for (float& x : d.features) x = detail::binarized(x, threshold);
   }
 };
 

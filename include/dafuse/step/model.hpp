@@ -9,6 +9,11 @@
 //! host memory wherever its step trained (it is what leaves training), and its layers run
 //! through the host backend's forward (backend/host/inference.hpp), chunk by chunk of rows: its
 //! logits are an fp32 step's, and a mixed-precision step's to that precision's rounding.
+//!
+//! A model may carry the preprocessing its training rows went through (data/preprocessing.hpp:
+//! standardize's statistics, l2, log1p, binarize), set by the trainer or read from a model file:
+//! then logits and predict take raw rows and apply it first, chunk by chunk, bit for bit as the
+//! training rows were transformed. model_of(step) carries none (the step saw transformed rows).
 #pragma once
 #include <dafuse/config.hpp>
 
@@ -16,6 +21,7 @@
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
+#include <dafuse/data/preprocessing.hpp>
 #include <dafuse/nn/dann_net.hpp>
 #include <dafuse/nn/loss.hpp>
 
@@ -64,16 +70,34 @@ class model {
   std::span<float> parameters() { return params_; }
   std::span<const float> parameters() const { return params_; }
 
+  //! The preprocessing applied to every row before the network (empty: rows are read as given).
+  const data::preprocessing& preprocessing() const { return preprocessing_; }
+  //! Makes the model read raw rows: `p` (checked against the input width and form) runs on each
+  //! row first. A model file saves and loads it with the weights.
+  void set_preprocessing(data::preprocessing p) {
+    p.check(input_width, sparse_input, "model::set_preprocessing");
+    preprocessing_ = std::move(p);
+  }
+
   //! Class logits of `n` rows stored row-major at `rows` ([n, input_width]), written row-major
   //! to `out` ([n, class_count]).
   void logits(const float* rows, index_t n, float* out) const requires(!sparse_input) {
     check_count(n);
+    // Raw rows are copied a chunk at a time and preprocessed there: [chunk_rows, input_width].
+    std::vector<float> chunk(preprocessing_.empty()
+                                 ? 0
+                                 : std::size_t(std::min(chunk_rows, n)) * std::size_t(input_width));
     for (index_t first = 0; first < n; first += chunk_rows) {
       const index_t m = std::min(chunk_rows, n - first);
+      const float* x = rows + first * input_width;
+      if (!preprocessing_.empty()) {
+        std::copy(x, x + m * input_width, chunk.begin());
+        preprocessing_.apply(chunk.data(), m, input_width);
+        x = chunk.data();
+      }
       // Row-major [m, input_width] is column-major [input_width, m]: one sample a column.
       backend::host::network_logits<Net>(
-          params_.data(), matrix_view<const float>{rows + first * input_width, input_width, m},
-          out + first * class_count);
+          params_.data(), matrix_view<const float>{x, input_width, m}, out + first * class_count);
     }
   }
 
@@ -85,11 +109,17 @@ class model {
            std::to_string(rows.rows));
     check_count(rows.cols);
     backend::host::check_sparse_columns("model::logits", rows);
+    std::vector<float> values;  // a chunk's preprocessed values, when there is preprocessing
     for (index_t first = 0; first < rows.cols; first += chunk_rows) {
       const index_t m = std::min(chunk_rows, rows.cols - first);
       const index_t begin = rows.col_begin(first);
-      const sparse_matrix_view<const float> chunk{rows.offsets + first, rows.indices + begin,
-                                                  rows.values + begin, input_width, m};
+      sparse_matrix_view<const float> chunk{rows.offsets + first, rows.indices + begin,
+                                            rows.values + begin, input_width, m};
+      if (!preprocessing_.empty()) {
+        values.assign(chunk.values, chunk.values + chunk.nnz());
+        preprocessing_.apply_sparse(chunk.offsets, values.data(), m);
+        chunk.values = values.data();
+      }
       backend::host::network_logits<Net>(params_.data(), chunk, out + first * class_count);
     }
   }
@@ -121,6 +151,7 @@ class model {
   }
 
   std::vector<float> params_;
+  data::preprocessing preprocessing_;
 };
 
 //! The model of a trained step: `auto m = dafuse::model_of(step);`.

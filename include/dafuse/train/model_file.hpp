@@ -11,7 +11,15 @@
 //!     features.<i>.bias.npy         float32 [out]
 //!     classifier.<i>.weight.npy, classifier.<i>.bias.npy        G_y
 //!     discriminator.<i>.weight.npy, discriminator.<i>.bias.npy  G_d
-//!     architecture.json             the layers' widths and activations, and the input form
+//!     preprocess.<i>.mean.npy       float64 [width]     standardize's statistics, when step i of
+//!     preprocess.<i>.stddev.npy     float64 [width]     the preprocessing is standardize
+//!     architecture.json             the layers' widths and activations, the input form, and
+//!                                   the preprocessing raw rows go through ("preprocess")
+//!
+//! Versions ("format_version" in architecture.json): 1 holds the network alone; 2 adds the
+//! preprocessing (data/preprocessing.hpp), and is written only for a model that has some, so a
+//! model without any is the version 1 file it always was. A reader that knows version 1 only
+//! refuses a version 2 file instead of running its network on rows that skipped the transform.
 //!
 //! A conv net (nn/conv2d.hpp) is written as PyTorch's NCHW modules hold it, so that
 //! `load_state_dict` takes the arrays as they are: a convolution's weight is torch.nn.Conv2d's
@@ -32,6 +40,7 @@
 #include <dafuse/core/meta.hpp>
 #include <dafuse/data/npy.hpp>
 #include <dafuse/data/npz.hpp>
+#include <dafuse/data/preprocessing.hpp>
 #include <dafuse/nn/activation.hpp>
 #include <dafuse/nn/conv2d.hpp>
 #include <dafuse/nn/dann_net.hpp>
@@ -46,17 +55,20 @@
 #include <cstddef>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace dafuse {
 
-//! Version of the model file's layout, in its architecture.json ("format_version").
-inline constexpr int model_file_version = 1;
+//! The newest version of the model file's layout, in its architecture.json ("format_version"):
+//! see the file's comment (version 1 is written for a model without preprocessing).
+inline constexpr int model_file_version = 2;
 
 namespace detail {
 
@@ -309,20 +321,53 @@ inline void check_architecture(std::string_view expected_json,
 
 }  // namespace detail
 
+namespace detail {
+
+//! The member holding array `what` ("mean", "stddev") of preprocessing step `i`.
+inline std::string preprocess_member(std::size_t i, std::string_view what) {
+  return "preprocess." + std::to_string(i) + "." + std::string(what) + ".npy";
+}
+
+//! architecture.json's "preprocess" list: each step's transform, its arrays' members, its
+//! threshold.
+inline std::string preprocess_json(const data::preprocessing& p) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < p.steps().size(); ++i) {
+    const data::preprocess_step& step = p.steps()[i];
+    s += std::string(i ? ", " : "") + "{\"transform\": \"" + std::string(data::name(step.kind)) +
+         "\"";
+    if (step.kind == data::preprocess_kind::standardize)
+      s += ", \"mean\": \"" + preprocess_member(i, "mean") + "\", \"stddev\": \"" +
+           preprocess_member(i, "stddev") + "\"";
+    if (step.kind == data::preprocess_kind::binarize) {
+      char t[32];
+      const auto r = std::to_chars(t, t + sizeof t, step.threshold);
+      s += ", \"threshold\": " + std::string(t, r.ptr);
+    }
+    s += "}";
+  }
+  return s + "]";
+}
+
+}  // namespace detail
+
 //! The architecture.json a model file of `Net` carries (one line): what a loader checks and what
-//! tools/check_model_export.py builds the PyTorch module from.
+//! tools/check_model_export.py builds the PyTorch module from. With preprocessing `p` (version 2)
+//! it lists p's steps; without, it is version 1's.
 template <class Net>
-std::string model_architecture() {
+std::string model_architecture(const data::preprocessing& p = {}) {
   return std::string("{\"format\": \"dafuse-model\", \"format_version\": ") +
-         std::to_string(model_file_version) +
+         std::to_string(p.empty() ? 1 : model_file_version) +
          ", \"input\": {\"width\": " + std::to_string(Net::input_width) +
-         ", \"sparse\": " + (Net::sparse_input ? "true" : "false") + "}, \"modules\": {" +
-         "\"features\": " + detail::stack_json<typename Net::feature_stack>() +
+         ", \"sparse\": " + (Net::sparse_input ? "true" : "false") + "}" +
+         (p.empty() ? std::string() : ", \"preprocess\": " + detail::preprocess_json(p)) +
+         ", \"modules\": {" + "\"features\": " + detail::stack_json<typename Net::feature_stack>() +
          ", \"classifier\": " + detail::stack_json<typename Net::classifier_stack>() +
          ", \"discriminator\": " + detail::stack_json<typename Net::discriminator_stack>() + "}}";
 }
 
-//! Writes `m`'s weights to `path` as a model file (through a temporary file renamed over it).
+//! Writes `m`'s weights, and its preprocessing if it has any, to `path` as a model file (through
+//! a temporary file renamed over it).
 template <class Net>
 void save_model(const std::filesystem::path& path, const model<Net>& m) {
   const std::string where = path.string();
@@ -350,7 +395,15 @@ void save_model(const std::filesystem::path& path, const model<Net>& m) {
                std::span<const float>(w + L::weight_count, std::size_t(L::bias_count)), where)});
     }
   });
-  const std::string architecture = model_architecture<Net>();
+  const data::preprocessing& pre = m.preprocessing();
+  for (std::size_t i = 0; i < pre.steps().size(); ++i) {
+    const data::preprocess_step& step = pre.steps()[i];
+    if (step.kind != data::preprocess_kind::standardize) continue;
+    for (const auto& [what, v] : {std::pair{"mean", &step.mean}, {"stddev", &step.stddev}})
+      members.push_back({detail::preprocess_member(i, what),
+                         data::npy_bytes<double>({v->size()}, std::span<const double>(*v), where)});
+  }
+  const std::string architecture = model_architecture<Net>(pre);
   members.push_back({"architecture.json", {architecture.begin(), architecture.end()}});
   data::save_npz(path, members);
 }
@@ -364,8 +417,80 @@ void save_model(const std::filesystem::path& path, const Step& step) {
   save_model(path, model_of(step));
 }
 
-//! Reads the model file at `path` into a model of `Net`. Fails, naming the file, the member or
-//! field and what was expected, if the file is not a model of exactly this network.
+namespace detail {
+
+//! The preprocessing a model file's architecture.json lists ("preprocess[i].transform", ...),
+//! standardize's statistics read from their members; each member read is added to `known`.
+//! Fails naming the field or member that is not what a model of `width` features needs.
+inline data::preprocessing read_preprocessing(const json_leaves& architecture,
+                                              std::span<const data::npz_member> members,
+                                              index_t width,
+                                              const std::string& where,
+                                              std::vector<std::string>& known) {
+  data::preprocessing p;
+  const std::string json = where + ": architecture.json";
+  for (std::size_t i = 0;; ++i) {
+    const std::string at = "preprocess[" + std::to_string(i) + "]";
+    const auto field = [&](std::string_view key) -> const std::string* {
+      for (const auto& [path, value] : architecture.leaves())
+        if (path == at + "." + std::string(key)) return &value;
+      return nullptr;
+    };
+    const std::string* transform = field("transform");
+    if (!transform) break;
+    const std::string kinds =
+        "\"standardize\", \"l2\", \"log1p\", \"binarize\" or \"binarize_nonzero\"";
+    std::optional<data::preprocess_kind> kind;
+    for (const data::preprocess_kind k :
+         {data::preprocess_kind::standardize, data::preprocess_kind::l2,
+          data::preprocess_kind::log1p, data::preprocess_kind::binarize,
+          data::preprocess_kind::binarize_nonzero})
+      if (*transform == "\"" + std::string(data::name(k)) + "\"") kind = k;
+    if (!kind) fail(json, at + ".transform", kinds, *transform);
+    if (*kind == data::preprocess_kind::standardize) {
+      const auto statistic = [&](std::string_view what) {
+        const std::string name = preprocess_member(i, what);
+        known.push_back(name);
+        const data::npz_member* found = data::find_member(members, name);
+        if (!found)
+          fail(where, name,
+               "a member holding standardize's " + std::string(what) + " (float64 [" +
+                   std::to_string(width) + "])",
+               "none");
+        data::host_array<double> a = data::parse_npy<double>(found->bytes, where + ": " + name);
+        if (a.shape != std::vector<std::size_t>{std::size_t(width)})
+          fail(where + ": " + name, "shape", "(" + std::to_string(width) + ",)",
+               tuple_text(a.shape));
+        for (std::size_t k = 0; k < a.values.size(); ++k)
+          if (!std::isfinite(a.values[k]) || (what == "stddev" && a.values[k] < 0))
+            fail(where + ": " + name, "values[" + std::to_string(k) + "]",
+                 what == "stddev" ? "a finite value >= 0" : "a finite value",
+                 std::to_string(a.values[k]));
+        return std::move(a.values);
+      };
+      data::feature_stats s;
+      s.origin = where;
+      s.mean = statistic("mean");
+      s.stddev = statistic("stddev");
+      p.add_standardize(s);
+    } else {
+      float threshold = 0.0f;
+      if (const std::string* t = field("threshold")) {
+        const auto r = std::from_chars(t->data(), t->data() + t->size(), threshold);
+        if (r.ec != std::errc() || r.ptr != t->data() + t->size() || !std::isfinite(threshold))
+          fail(json, at + ".threshold", "a finite number", *t);
+      }
+      p.add(*kind, threshold);
+    }
+  }
+  return p;
+}
+
+}  // namespace detail
+
+//! Reads the model file at `path` into a model of `Net`, with the preprocessing the file carries
+//! (version 2), which the model then applies to every row it reads. Fails, naming the file, the
+//! member or field and what was expected, if the file is not a model of exactly this network.
 template <class Net>
 model<Net> load_model(const std::filesystem::path& path) {
   const std::string where = path.string();
@@ -374,14 +499,20 @@ model<Net> load_model(const std::filesystem::path& path) {
     for (std::size_t j = 0; j < i; ++j)
       if (members[i].name == members[j].name)
         fail(where, members[i].name, "each member once", "it twice");
-  if (const data::npz_member* a = data::find_member(members, "architecture.json"))
-    detail::check_architecture(
-        model_architecture<Net>(),
-        std::string_view(reinterpret_cast<const char*>(a->bytes.data()), a->bytes.size()),
-        where + ": architecture.json");
   model<Net> m;
-  const std::span<float> p = m.parameters();
   std::vector<std::string> known{"architecture.json"};
+  if (const data::npz_member* a = data::find_member(members, "architecture.json")) {
+    const std::string_view text(reinterpret_cast<const char*>(a->bytes.data()), a->bytes.size());
+    // The preprocessing is read first, so that the architecture is compared whole: version,
+    // input, the steps as the file lists them, and the layers.
+    data::preprocessing pre =
+        detail::read_preprocessing(detail::json_leaves(text, where + ": architecture.json"),
+                                   members, Net::input_width, where, known);
+    detail::check_architecture(model_architecture<Net>(pre), text, where + ": architecture.json");
+    pre.check(Net::input_width, Net::sparse_input, where + ": architecture.json");
+    m.set_preprocessing(std::move(pre));
+  }
+  const std::span<float> p = m.parameters();
   detail::for_each_model_layer<Net>([&]<class Stack, std::size_t I>(
                                         [[maybe_unused]] std::string_view module,
                                         [[maybe_unused]] index_t offset) {
@@ -423,8 +554,12 @@ model<Net> load_model(const std::filesystem::path& path) {
   for (const data::npz_member& e : members) {
     const bool layer_like = e.name.starts_with("features.") || e.name.starts_with("classifier.") ||
                             e.name.starts_with("discriminator.");
-    if (layer_like && std::find(known.begin(), known.end(), e.name) == known.end())
+    const bool unknown = std::find(known.begin(), known.end(), e.name) == known.end();
+    if (layer_like && unknown)
       fail(where, e.name, "no member beyond the network's layers (a different depth?)", "this one");
+    // Statistics no step reads would be preprocessing silently skipped.
+    if (e.name.starts_with("preprocess.") && unknown)
+      fail(where, e.name, "a preprocessing member that architecture.json lists", "this one");
   }
   return m;
 }
