@@ -50,7 +50,10 @@ struct config {
   long eval_every = 0;
   double validation_fraction = 0.1;
   dafuse::select::validator selector = dafuse::select::validator::source_accuracy;
-  bool selector_given = false;                        //!< --validator was on the command line
+  bool selector_given = false;  //!< --validator was on the command line
+  //! --validator reverse: each training of a --sweep scored by reverse validation
+  //! (train/reverse_validation.hpp) instead of `selector`.
+  bool reverse_validation = false;
   std::vector<dafuse::select::validator> validators;  //!< extra validators (--validators)
   long validator_rows = 2000;
   long patience = 0;

@@ -7,6 +7,7 @@
 #include "signals.hpp"
 
 #include <dafuse/dafuse.hpp>
+#include <dafuse/train/reverse_validation.hpp>
 #include <dafuse/train/svg_plot.hpp>
 #include <dafuse/train/sweep.hpp>
 
@@ -684,7 +685,8 @@ inline void write_sweep_json(const std::string& path,
                              const df::fit_args& args,
                              const df::sweep_grid& g,
                              const df::sweep_result& r,
-                             bool test_set) {
+                             bool test_set,
+                             std::string_view chosen_by) {
   std::string j = "{\n  \"format_version\": " + std::to_string(json_format_version) +
                   ",\n  \"mode\": \"sweep\",\n";
   j += "  \"model\": {\"name\": " + json_string(m.name) +
@@ -695,7 +697,7 @@ inline void write_sweep_json(const std::string& path,
        ", \"steps\": " + std::to_string(args.steps) + ", \"batch\": " + std::to_string(args.batch) +
        ", \"momentum\": " + number(args.momentum) +
        ", \"validation_fraction\": " + number(c.validation_fraction) +
-       ", \"validator\": " + json_string(df::select::name(r.selected_by)) + ", \"lambda_max\": [";
+       ", \"validator\": " + json_string(chosen_by) + ", \"lambda_max\": [";
   for (std::size_t i = 0; i < g.lambda_max.size(); ++i)
     j += (i ? ", " : "") + number(g.lambda_max[i]);
   j += "], \"lr\": [";
@@ -716,7 +718,7 @@ inline void write_sweep_json(const std::string& path,
            ", \"target_accuracy_oracle\": " + number(x.target_accuracy) +
            ", \"target_test_accuracy\": " + number(x.test_accuracy) + "}";
   };
-  j += "  \"selected_by\": " + json_string(df::select::name(r.selected_by)) +
+  j += "  \"selected_by\": " + json_string(chosen_by) +
        ",\n  \"selected_with_target_labels\": false,\n  \"selected\": " + choice(r.selected) +
        ",\n  \"oracle_by\": " + json_string(test_set ? "target test accuracy" : "target accuracy") +
        ",\n  \"oracle_uses_target_labels\": true,\n  \"oracle\": " + choice(r.oracle) +
@@ -745,6 +747,36 @@ inline void write_sweep_json(const std::string& path,
   df::detail::write_file_atomically(path, std::string_view(j));
 }
 
+//! df::sweep with each training's score its reverse validation (train/reverse_validation.hpp):
+//! the final model's target predictions train the same network at λ_max 0 (its head's terms
+//! weighted by 0: source-only training of G_f and G_y) with the training's other arguments, and
+//! its accuracy on the source labels is the score. The reverse training goes through fit's
+//! options code, which this program compiles for the forward one already.
+template <class Step, class Data>
+df::sweep_result reverse_sweep(const run_data<Data>& d,
+                               const df::fit_args& base,
+                               const df::sweep_grid& g,
+                               const df::sweep_options& options) {
+  df::fit_options o = options.fit;
+  o.eval_every = base.steps;
+  o.selector = options.selector;
+  return df::run_sweep(base, g, options, [&](const df::fit_args& args) {
+    Step step(args);
+    const df::fit_result f = df::fit(step, d.source, d.target, o);
+    df::sweep_run run;
+    run.diverged = f.diverged;
+    run.seconds = f.seconds;
+    if (f.diverged) return run;
+    if (!f.evaluations.empty()) run.scores = f.evaluations.back().scores;
+    run.target_accuracy = f.target_accuracy;
+    if (d.target_test) run.test_accuracy = df::accuracy(step, *d.target_test);
+    df::fit_args reverse = args;
+    reverse.lambda_max = 0;
+    run.score = df::reverse_validation<Step>(step, d.source, d.target, reverse, df::fit_options{});
+    return run;
+  });
+}
+
 //! --sweep: trains the grid in parallel (train/sweep.hpp) and reports every configuration, the
 //! validator's choice and, apart and labelled, the oracle's.
 template <class Step, class Data>
@@ -770,6 +802,10 @@ int run_sweep_model(const config& c,
     }
   df::sweep_options o;
   o.selector = c.selector;
+  // Reverse validation rises with quality, as IM does: IM is the fit's own selector in each
+  // training (it needs no held-out rows) and carries the direction the sweep chooses by.
+  if (c.reverse_validation) o.selector = df::select::validator::information_maximization;
+  const std::string chosen_by(c.reverse_validation ? "reverse" : df::select::name(c.selector));
   o.fit.validation_fraction = c.validation_fraction;
   if (!c.validators.empty()) o.fit.validators = c.validators;
   o.fit.validator_rows = c.validator_rows;
@@ -786,7 +822,7 @@ int run_sweep_model(const config& c,
                  std::string(m.name).c_str(), long(g.configurations()),
                  value_list(g.lambda_max).c_str(), value_list(g.lr).c_str(), g.seeds.size(),
                  long(g.runs()), long(args.steps), plan.concurrent, plan.threads, plan.processors,
-                 std::string(df::select::name(c.selector)).c_str());
+                 chosen_by.c_str());
     if (plan.threads > plan.processors)
       std::fprintf(stderr,
                    "dafuse-train: --threads %d is more than the %d processor(s) this "
@@ -796,9 +832,8 @@ int run_sweep_model(const config& c,
       std::fprintf(stderr,
                    "training %ld/%ld: lambda_max %s, lr %s, seed %llu: %s %s%s%s (%.2f s)\n",
                    long(done), long(total), number(r.lambda_max).c_str(), number(r.lr).c_str(),
-                   static_cast<unsigned long long>(r.seed),
-                   std::string(df::select::name(c.selector)).c_str(), number(r.score).c_str(),
-                   r.diverged ? ", diverged" : "",
+                   static_cast<unsigned long long>(r.seed), chosen_by.c_str(),
+                   number(r.score).c_str(), r.diverged ? ", diverged" : "",
                    std::isfinite(r.target_accuracy)
                        ? (", target acc (oracle) " + percent(r.target_accuracy)).c_str()
                        : "",
@@ -806,10 +841,11 @@ int run_sweep_model(const config& c,
     };
   }
   activity() = "training the sweep";
-  const df::sweep_result r = d.target_test
+  const df::sweep_result r = c.reverse_validation ? reverse_sweep<Step>(d, args, g, o)
+                             : d.target_test
                                  ? df::sweep<Step>(d.source, d.target, &*d.target_test, args, g, o)
                                  : df::sweep<Step>(d.source, d.target, args, g, o);
-  const std::string v(df::select::name(r.selected_by));
+  const std::string& v = chosen_by;
   std::printf("sweep of model %s: %ld trainings in %.3f s, %d at a time on %d thread(s) each\n",
               std::string(m.name).c_str(), long(r.runs.size()), r.seconds, r.plan.concurrent,
               r.plan.threads);
@@ -856,7 +892,8 @@ int run_sweep_model(const config& c,
     std::printf("oracle: none (no target labels)\n");
   }
   activity() = "writing the outputs";
-  if (!c.json.empty()) write_sweep_json(c.json, c, m, args, g, r, d.target_test.has_value());
+  if (!c.json.empty())
+    write_sweep_json(c.json, c, m, args, g, r, d.target_test.has_value(), chosen_by);
   return r.selected >= 0 ? 0 : exit_diverged;
 }
 

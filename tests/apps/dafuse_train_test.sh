@@ -181,6 +181,28 @@ for p in problems: print("FAIL: sweep JSON:", p)
 sys.exit(1 if problems else 0)
 PY
 fi
+# Reverse validation chooses among a grid's configurations (a reverse training per run), not
+# among one run's evaluations; each run's score is a source accuracy in [0, 1].
+expect 2 "--validator reverse: expected with --sweep (reverse validation trains a reverse model" \
+  -- --model digits-dann --source a.npy --target b.npy --validator reverse
+expect 0 "selected by reverse (label-free): lambda_max" -- --model digits-dann \
+  --source "$shipped/mnist_images.npy" --source-labels "$shipped/mnist_labels.npy" \
+  --target "$shipped/usps_images.npy" --target-labels "$shipped/usps_labels.npy" --steps 40 \
+  --validator reverse --sweep lambda_max=0,1 --quiet --json "$work/reverse.json"
+if command -v python3 >/dev/null; then
+  python3 - "$work/reverse.json" <<'PY' || failures=$((failures + 1))
+import json, sys
+j = json.load(open(sys.argv[1]))
+problems = []
+if j["selected_by"] != "reverse" or j["config"]["validator"] != "reverse": problems.append("name")
+scores = [r["score"] for r in j["runs"]]
+if len(scores) != 2 or not all(0 <= x <= 1 for x in scores): problems.append("scores %r" % scores)
+best = max(range(2), key=lambda c: j["configurations"][c]["score"])
+if j["selected"]["configuration"] != best: problems.append("the choice is not the best score")
+for p in problems: print("FAIL: reverse validation sweep JSON:", p)
+sys.exit(1 if problems else 0)
+PY
+fi
 digits=(--source "$shipped/mnist_images.npy" --source-labels "$shipped/mnist_labels.npy"
         --target "$shipped/usps_images.npy" --target-labels "$shipped/usps_labels.npy"
         --steps 60 --eval-every 30 --seed 4 --quiet)

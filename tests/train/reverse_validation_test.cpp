@@ -72,6 +72,9 @@ TEST_CASE("reverse_validation equals the recipe done by hand, and reads no targe
   df::data::dataset unlabelled = t;
   unlabelled.labels.clear();
   CHECK(df::reverse_validation<source_only_step>(model, s, unlabelled, reverse_args) == score);
+  // Through fit's options path with the default options: the same training, the same score.
+  CHECK(df::reverse_validation<source_only_step>(model, s, t, reverse_args, df::fit_options{}) ==
+        score);
 }
 
 TEST_CASE("reverse_validation scores right predictions high and wrong or collapsed ones low") {

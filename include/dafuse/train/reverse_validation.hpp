@@ -31,18 +31,12 @@ std::vector<std::int32_t> predicted_classes(Step& step, const Data& d) {
   return classes;
 }
 
-//! Reverse validation of `model` (see the file comment): the target rows, labelled with the
-//! model's predicted classes, are the labelled source of a fresh `ReverseStep` trained by
-//! `fit<ReverseStep>(…, args)`, with the source rows as its unlabelled target (read only by a
-//! ReverseStep whose head draws target rows); the score is the reverse model's accuracy on the
-//! source rows' labels. Ganin et al. train a reverse DANN; a source-only ReverseStep is the
-//! cheaper form. `ReverseStep` reads the model's inputs and predicts its classes (checked at
-//! compile time); `source` must be labelled. Target labels, if any, are not read.
-template <class ReverseStep, class Step, class Data>
-double reverse_validation(Step& model,
-                          const Data& source,
-                          const Data& target,
-                          const fit_args& args) {
+namespace detail {
+//! Trains a fresh ReverseStep with `train(step, reverse_source, reverse_target)` and scores it:
+//! reverse_validation's recipe, the training left to the caller.
+template <class ReverseStep, class Step, class Data, class Train>
+double reverse_score(
+    Step& model, const Data& source, const Data& target, const fit_args& args, Train train) {
   static_assert(ReverseStep::input_width == Step::input_width &&
                     ReverseStep::class_count == Step::class_count,
                 "dafuse: reverse_validation: the reverse step must read the model's inputs and "
@@ -59,8 +53,41 @@ double reverse_validation(Step& model,
   Data reverse_target = source;  // scored with its labels; never trained on them
   reverse_target.side = data::domain::target;
   ReverseStep reverse(args);
-  fit(reverse, reverse_source, reverse_target);
+  train(reverse, reverse_source, reverse_target);
   return accuracy(reverse, reverse_target);
+}
+}  // namespace detail
+
+//! Reverse validation of `model` (see the file comment): the target rows, labelled with the
+//! model's predicted classes, are the labelled source of a fresh `ReverseStep` trained by
+//! `fit<ReverseStep>(…, args)`, with the source rows as its unlabelled target (read only by a
+//! ReverseStep whose head draws target rows); the score is the reverse model's accuracy on the
+//! source rows' labels. Ganin et al. train a reverse DANN; a source-only ReverseStep is the
+//! cheaper form. `ReverseStep` reads the model's inputs and predicts its classes (checked at
+//! compile time); `source` must be labelled. Target labels, if any, are not read.
+template <class ReverseStep, class Step, class Data>
+double reverse_validation(Step& model,
+                          const Data& source,
+                          const Data& target,
+                          const fit_args& args) {
+  return detail::reverse_score<ReverseStep>(
+      model, source, target, args,
+      [](ReverseStep& r, const Data& s, const Data& t) { (void)fit(r, s, t); });
+}
+
+//! The same, the reverse model trained by `fit(…, reverse_options)`. With fit_options{} (no
+//! evaluation, no held-out rows) that is the same training as above, through the options' code,
+//! which a program that fits with options has compiled already: the overload above would
+//! compile a second training loop for ReverseStep.
+template <class ReverseStep, class Step, class Data>
+double reverse_validation(Step& model,
+                          const Data& source,
+                          const Data& target,
+                          const fit_args& args,
+                          const fit_options& reverse_options) {
+  return detail::reverse_score<ReverseStep>(
+      model, source, target, args,
+      [&](ReverseStep& r, const Data& s, const Data& t) { (void)fit(r, s, t, reverse_options); });
 }
 
 }  // namespace dafuse
