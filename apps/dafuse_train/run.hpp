@@ -1134,7 +1134,11 @@ int run_model(const config& c, const model_entry& m) {
                                   ": step " + std::to_string(r.best_step)});
     df::write_svg(
         curves, c.curves + ".svg",
-        {.title = "dafuse-train " + std::string(m.name), .panels = panels, .markers = markers});
+        // A registry model's name says its network and head; a network of the command line's is
+        // "custom", so its title is its description.
+        {.title = "dafuse-train " + std::string(m.name == "custom" ? m.description : m.name),
+         .panels = panels,
+         .markers = markers});
   }
   if (!c.json.empty()) write_json(c.json, c, m, args, o, d, r, outcome, prof);
   if (const int sig = signals.caught(); sig != 0) {

@@ -234,7 +234,11 @@ export DAFUSE_TRAIN_CACHE=$work/cache
 mkdir -m 0700 "$work/cache"
 printf '#error a main.cpp in the cache folder was compiled\n' >"$work/cache/main.cpp"
 expect 0 "dafuse-train: compiling this network's step (once; cached in $work/cache)" -- \
-  "${net[@]}" "${digits[@]}" --json "$work/custom.json"
+  "${net[@]}" "${digits[@]}" --json "$work/custom.json" --curves "$work/custom"
+# The plot of a network of the command line is titled with its description, not "custom".
+grep -qF "dafuse-train 256-64 tanh, 10 classes" "$work/custom.svg" ||
+  { echo "FAIL: the custom network's plot is not titled with its description";
+    failures=$((failures + 1)); }
 rm -f "$work/cache/main.cpp"
 first=$("$exe" "${net[@]}" "${digits[@]}" 2>&1)
 if grep -q "compiling" <<<"$first" || ! grep -q "model custom: 60 steps" <<<"$first"; then
