@@ -23,6 +23,10 @@ using reverse_step = df::train_step<reverse_net,
                                     df::clip::none,
                                     df::head::source_only<df::schedule::ganin>,
                                     df::optim::sgd>;
-// Taking its address instantiates the function, and so its check.
-inline auto* const reverse_validation_of =
+// Taking its address instantiates the function, and so its check; the pointer's type picks
+// the overload that trains with fit(…) (the other takes fit_options).
+inline double (*const reverse_validation_of)(model_step&,
+                                             const df::data::dataset&,
+                                             const df::data::dataset&,
+                                             const df::fit_args&) =
     &df::reverse_validation<reverse_step, model_step, df::data::dataset>;
