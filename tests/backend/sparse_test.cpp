@@ -125,9 +125,10 @@ void check_weight_gradient(index_t out) {
         tolerance<T>);
 }
 
-// 16 and 128 fill whole vectors and a whole block; 17, 100 and 129 leave a partial last vector
-// (129 and 300: a second block of 1 and 44 rows); 0 rows is nothing to do.
-constexpr index_t heights[] = {0, 1, 5, 16, 17, 100, 128, 129, 300};
+// Blocks are 128 rows in zmm (16 a vector) and 104 in ymm (8 a vector). 8, 16, 104 and 128 fill
+// whole vectors and a whole block; 17, 100, 105 and 129 leave a partial last vector (105, 129 and
+// 300: a second block); 0 rows is nothing to do.
+constexpr index_t heights[] = {0, 1, 5, 8, 16, 17, 100, 104, 105, 128, 129, 300};
 
 TEST_CASE_TEMPLATE("the sparse forward product matches a plain loop", T, float, double) {
   for (index_t out : heights) check_forward<T>(out);

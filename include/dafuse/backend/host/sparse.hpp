@@ -41,40 +41,57 @@
 namespace dafuse::backend::host {
 
 namespace detail {
+#if DAFUSE_SIMD_AVX512 || DAFUSE_SIMD_AVX2
+// ---- fp32: a block of rows in registers -------------------------------------------------------
+// Eigen's `yc += v · W[:, j]` (the path for fp64, and without AVX2) loads and stores y's column
+// again for every non-zero beside loading W's. Holding up to sparse_block_vectors registers of
+// the sums (or of δz's column) across a column's non-zeros saves those loads and stores. Each sum
+// still adds its non-zeros in their order, one fused multiply-add each. The columns of W are at
+// random feature indices, where the hardware prefetcher cannot find them: the code asks for each
+// sparse_prefetch_distance non-zeros ahead.
 #if DAFUSE_SIMD_AVX512
-// ---- fp32 on AVX-512: a block of rows in registers ----------------------------------------------
-// Eigen's `yc += v · W[:, j]` (the path for fp64, and without AVX-512) loads and stores y's column
-// again for every non-zero beside loading W's. Holding up to sparse_block_rows rows of the sums
-// (or of δz's column) in zmm registers across a column's non-zeros saves those loads and stores.
-// Each sum still adds its non-zeros in their order, one fused multiply-add each. The columns of W
-// are at random feature indices, where the hardware prefetcher cannot find them: the code asks
-// for each sparse_prefetch_distance non-zeros ahead.
+using sparse_simd = avx512;
+inline constexpr int sparse_block_vectors = sparse_block_vectors_avx512;
+#else
+using sparse_simd = avx2;
+inline constexpr int sparse_block_vectors = sparse_block_vectors_avx2;
+#endif
+inline constexpr index_t sparse_block_rows = sparse_simd::lanes * sparse_block_vectors;
 
-static_assert(sparse_block_rows % 16 == 0, "a register block is whole zmm of 16 floats");
-
-//! Calls f(std::integral_constant<int, Vectors>, r0, rows) for each block of `out` rows: rows ≤
-//! 16·Vectors, the fewest zmm that hold them.
+//! Calls f(std::integral_constant<int, Vectors>, std::bool_constant<Partial>, r0, rows) for each
+//! block of `out` rows: rows ≤ lanes·Vectors, the fewest registers that hold them, Partial when
+//! the last of them is not full (only then is it loaded and stored through a mask).
 template <class F>
 void for_row_blocks(index_t out, F&& f) {
+  constexpr index_t lanes = sparse_simd::lanes;
   for (index_t r0 = 0; r0 < out; r0 += sparse_block_rows) {
     const index_t rows = std::min(sparse_block_rows, out - r0);
+    const auto call = [&](auto vectors) {
+      if (rows % lanes == 0)
+        f(vectors, std::false_type{}, r0, rows);
+      else
+        f(vectors, std::true_type{}, r0, rows);
+    };
     [&]<int... V>(std::integer_sequence<int, V...>) {
-      // The one Vectors in 1..sparse_block_rows/16 with 16·(Vectors − 1) < rows ≤ 16·Vectors.
-      ((rows > 16 * V && rows <= 16 * (V + 1) ? f(std::integral_constant<int, V + 1>{}, r0, rows)
-                                              : void()),
+      // The one Vectors in 1..sparse_block_vectors with lanes·(Vectors − 1) < rows ≤ lanes·Vectors.
+      ((rows > lanes * V && rows <= lanes * (V + 1) ? call(std::integral_constant<int, V + 1>{})
+                                                    : void()),
        ...);
     }
-    (std::make_integer_sequence<int, int(sparse_block_rows / 16)>{});
+    (std::make_integer_sequence<int, sparse_block_vectors>{});
   }
 }
 
-//! Asks for the lines of x[0, rows), 16·(Vectors − 1) < rows ≤ 16·Vectors: a fixed count of
-//! requests (a loop whose count is known only at run time, as prefetch_lines', slowed the
-//! forward), the last one for the line of x[rows − 1], which an unaligned x reaches.
+//! Asks for the lines of x[0, rows), lanes·(Vectors − 1) < rows ≤ lanes·Vectors: a fixed count
+//! of requests (a loop whose count is known only at run time, as prefetch_lines', slowed the
+//! forward), one per 64-byte line, the last one for the line of x[rows − 1], which an unaligned x
+//! reaches.
 template <int Vectors, bool ForWrite>
 inline void prefetch_rows(const float* x, index_t rows) {
+  constexpr int per_line = 64 / (4 * sparse_simd::lanes);  // registers per cache line
 #pragma GCC unroll 8
-  for (int i = 0; i < Vectors; ++i) __builtin_prefetch(x + 16 * i, ForWrite ? 1 : 0);
+  for (int i = 0; i < Vectors; i += per_line)
+    __builtin_prefetch(x + sparse_simd::lanes * i, ForWrite ? 1 : 0);
   __builtin_prefetch(x + rows - 1, ForWrite ? 1 : 0);
 }
 
@@ -86,60 +103,69 @@ struct sample_nonzeros {
   index_t begin, end, nnz;
 };
 
-//! Rows [r0, r0 + rows) of a sample's column of y, 16·(Vectors − 1) < rows ≤ 16·Vectors:
+//! Rows [r0, r0 + rows) of a sample's column of y, lanes·(Vectors − 1) < rows ≤ lanes·Vectors:
 //! y[r0 + i] = Σ round(value) · W[r0 + i, index] over the sample's non-zeros. The sums stay in
 //! registers (plain local arrays: held in a struct, GCC kept a copy of them on the stack and stored
-//! it on every non-zero); every vector but the last is full, and only the last is loaded and
-//! stored with a mask.
-template <int Vectors, class Round>
+//! it on every non-zero); every vector but the last is full, and the last is loaded and stored
+//! through a mask only when Partial.
+template <int Vectors, bool Partial, class Round>
 void sparse_forward_block(
     const float* w, index_t out, const sample_nonzeros& x, index_t r0, index_t rows, float* y) {
+  using V = sparse_simd;
   constexpr int last = Vectors - 1;
-  const __mmask16 tail = first_lanes(rows - 16 * last);
-  __m512 sum[Vectors];
-#pragma GCC unroll 8
-  for (int i = 0; i < Vectors; ++i) sum[i] = _mm512_setzero_ps();
+  const typename V::mask tail = V::first_lanes(rows - V::lanes * last);
+  typename V::reg sum[Vectors];
+#pragma GCC unroll 16
+  for (int i = 0; i < Vectors; ++i) sum[i] = V::setzero();
   const auto [indices, values, begin, end, nnz] = x;
   for (index_t k = begin; k < end; ++k) {
     if (k + sparse_prefetch_distance < nnz)
       prefetch_rows<Vectors, false>(w + index_t(indices[k + sparse_prefetch_distance]) * out + r0,
                                     rows);
     const float* wj = w + index_t(indices[k]) * out + r0;
-    const __m512 v = _mm512_set1_ps(Round::round(values[k]));
-#pragma GCC unroll 8
-    for (int i = 0; i < last; ++i)
-      sum[i] = _mm512_fmadd_ps(v, _mm512_loadu_ps(wj + 16 * i), sum[i]);
-    sum[last] = _mm512_fmadd_ps(v, _mm512_maskz_loadu_ps(tail, wj + 16 * last), sum[last]);
+    const typename V::reg v = V::set1(Round::round(values[k]));
+#pragma GCC unroll 16
+    for (int i = 0; i < last; ++i) sum[i] = V::fmadd(v, V::loadu(wj + V::lanes * i), sum[i]);
+    sum[last] = V::fmadd(
+        v, Partial ? V::maskz_loadu(tail, wj + V::lanes * last) : V::loadu(wj + V::lanes * last),
+        sum[last]);
   }
-#pragma GCC unroll 8
-  for (int i = 0; i < last; ++i) _mm512_storeu_ps(y + r0 + 16 * i, sum[i]);
-  _mm512_mask_storeu_ps(y + r0 + 16 * last, tail, sum[last]);
+#pragma GCC unroll 16
+  for (int i = 0; i < last; ++i) V::storeu(y + r0 + V::lanes * i, sum[i]);
+  if constexpr (Partial)
+    V::mask_storeu(y + r0 + V::lanes * last, tail, sum[last]);
+  else
+    V::storeu(y + r0 + V::lanes * last, sum[last]);
 }
 
 //! dW[r0 + i, index] += round(value) · δz[r0 + i] over one sample's non-zeros, whose δz is
 //! `dz`: its rows [r0, r0 + rows) held in registers, as above.
-template <int Vectors, class Round>
+template <int Vectors, bool Partial, class Round>
 void sparse_gradient_block(
     const float* dz, index_t out, const sample_nonzeros& x, index_t r0, index_t rows, float* dw) {
+  using V = sparse_simd;
   constexpr int last = Vectors - 1;
-  const __mmask16 tail = first_lanes(rows - 16 * last);
-  __m512 d[Vectors];
-#pragma GCC unroll 8
-  for (int i = 0; i < last; ++i) d[i] = _mm512_loadu_ps(dz + r0 + 16 * i);
-  d[last] = _mm512_maskz_loadu_ps(tail, dz + r0 + 16 * last);
+  const typename V::mask tail = V::first_lanes(rows - V::lanes * last);
+  typename V::reg d[Vectors];
+#pragma GCC unroll 16
+  for (int i = 0; i < last; ++i) d[i] = V::loadu(dz + r0 + V::lanes * i);
+  d[last] = Partial ? V::maskz_loadu(tail, dz + r0 + V::lanes * last)
+                    : V::loadu(dz + r0 + V::lanes * last);
   const auto [indices, values, begin, end, nnz] = x;
   for (index_t k = begin; k < end; ++k) {
     if (k + sparse_prefetch_distance < nnz)
       prefetch_rows<Vectors, true>(dw + index_t(indices[k + sparse_prefetch_distance]) * out + r0,
                                    rows);
     float* dwj = dw + index_t(indices[k]) * out + r0;
-    const __m512 v = _mm512_set1_ps(Round::round(values[k]));
-#pragma GCC unroll 8
+    const typename V::reg v = V::set1(Round::round(values[k]));
+#pragma GCC unroll 16
     for (int i = 0; i < last; ++i)
-      _mm512_storeu_ps(dwj + 16 * i, _mm512_fmadd_ps(v, d[i], _mm512_loadu_ps(dwj + 16 * i)));
-    _mm512_mask_storeu_ps(
-        dwj + 16 * last, tail,
-        _mm512_fmadd_ps(v, d[last], _mm512_maskz_loadu_ps(tail, dwj + 16 * last)));
+      V::storeu(dwj + V::lanes * i, V::fmadd(v, d[i], V::loadu(dwj + V::lanes * i)));
+    if constexpr (Partial)
+      V::mask_storeu(dwj + V::lanes * last, tail,
+                     V::fmadd(v, d[last], V::maskz_loadu(tail, dwj + V::lanes * last)));
+    else
+      V::storeu(dwj + V::lanes * last, V::fmadd(v, d[last], V::loadu(dwj + V::lanes * last)));
   }
 }
 #endif
@@ -150,11 +176,11 @@ void sparse_gradient_block(
 template <class Round, class T>
 void sparse_input_product(const T* w, index_t out, sparse_matrix_view<const T> x, T* y) {
   const index_t nnz = x.nnz();
-#if DAFUSE_SIMD_AVX512
+#if DAFUSE_SIMD_AVX512 || DAFUSE_SIMD_AVX2
   if constexpr (std::is_same_v<T, float>) {
     for (index_t c = 0; c < x.cols; ++c)
-      detail::for_row_blocks(out, [&](auto vectors, index_t r0, index_t rows) {
-        detail::sparse_forward_block<decltype(vectors)::value, Round>(
+      detail::for_row_blocks(out, [&](auto vectors, auto partial, index_t r0, index_t rows) {
+        detail::sparse_forward_block<decltype(vectors)::value, decltype(partial)::value, Round>(
             w, out, {x.indices, x.values, x.col_begin(c), x.col_begin(c + 1), nnz}, r0, rows,
             y + c * out);
       });
@@ -178,16 +204,16 @@ void sparse_input_product(const T* w, index_t out, sparse_matrix_view<const T> x
 
 //! dW[:, j] += Σ round(v) · δz[:, c] over every non-zero (j, v) of every column c. dW must hold
 //! zeros in the columns x uses (the step clears the previous batch's columns): only those are
-//! written, the others stay zero. dz and dw do not overlap (the AVX-512 path reads a block of δz
+//! written, the others stay zero. dz and dw do not overlap (the vector path reads a block of δz
 //! once, before the non-zeros that write dW).
 template <class Round, class T>
 void sparse_weight_gradient(const T* dz, index_t out, sparse_matrix_view<const T> x, T* dw) {
   const index_t nnz = x.nnz();
-#if DAFUSE_SIMD_AVX512
+#if DAFUSE_SIMD_AVX512 || DAFUSE_SIMD_AVX2
   if constexpr (std::is_same_v<T, float>) {
     for (index_t c = 0; c < x.cols; ++c)
-      detail::for_row_blocks(out, [&](auto vectors, index_t r0, index_t rows) {
-        detail::sparse_gradient_block<decltype(vectors)::value, Round>(
+      detail::for_row_blocks(out, [&](auto vectors, auto partial, index_t r0, index_t rows) {
+        detail::sparse_gradient_block<decltype(vectors)::value, decltype(partial)::value, Round>(
             dz + c * out, out, {x.indices, x.values, x.col_begin(c), x.col_begin(c + 1), nnz}, r0,
             rows, dw);
       });

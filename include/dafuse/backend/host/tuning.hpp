@@ -129,9 +129,12 @@ inline constexpr index_t row_sums_packets = 4;
 //! indices, so the hardware prefetcher cannot find them.
 // 2 cores, amazon: 8, 16, 32 and 64 alike; docs/benchmarks.md "Products with a side of 1"
 inline constexpr index_t sparse_prefetch_distance = 8;
-//! Rows per register block: 8 zmm of sums, with room left for the loads.
+//! Registers of sums per block of rows (128 rows): 8 of the 32 zmm, with room left for the loads.
 // 2 cores, 1 thread, amazon forward: 88-91 -> 44-48 µs; docs/benchmarks.md "The sparse first layer"
-inline constexpr index_t sparse_block_rows = 128;
+inline constexpr int sparse_block_vectors_avx512 = 8;
+//! The same on AVX2 (104 rows): 13 ymm of sums, a broadcast and a load fill 15 of the 16.
+// Zen 4 as x86-64-v3, 1 thread, amazon: forward 69 -> 63 µs against 8; docs/benchmarks.md "AVX2"
+inline constexpr int sparse_block_vectors_avx2 = 13;
 //! About this many bytes of W per block when a sparse batch is dealt among threads by feature.
 // 2 cores, amazon: update 58-59 µs at 256 columns, 158-167 at 16; docs/benchmarks.md "A sparse"
 inline constexpr index_t sparse_deal_block_bytes = 65536;
