@@ -60,6 +60,17 @@ inline std::string quoted_bytes(std::string_view bytes, char quote = '\'') {
   return s;
 }
 
+//! `text` as it is when it is plain printable text, else quoted_bytes(text): a name taken from a
+//! file (a member, a field, a stored setting) reads plainly in messages unless it needs escaping.
+inline std::string shown(std::string_view text) {
+  bool plain = !text.empty();
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    plain = plain && u >= 0x20 && u < 0x7f && c != '\\' && c != '\'';
+  }
+  return plain ? std::string(text) : quoted_bytes(text);
+}
+
 //! Describes an OS error number for a message ("No such file or directory").
 inline std::string os_reason(int err) {
   return err != 0 ? std::generic_category().message(err) : std::string("unknown reason");

@@ -186,15 +186,6 @@ std::string exact_text(T v) {
   return std::string(buffer.data(), r.ptr);
 }
 
-//! `text` as it is when it is plain printable text, else quoted with control bytes escaped.
-inline std::string shown(std::string_view text) {
-  const bool plain = std::all_of(text.begin(), text.end(), [](char c) {
-    return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x7f &&
-           c != '\\' && c != '\'';
-  });
-  return plain && !text.empty() ? std::string(text) : quoted_bytes(text);
-}
-
 inline constexpr std::array<char, 8> checkpoint_magic{'D', 'A', 'F', 'U', 'S', 'E', 'C', 'K'};
 inline constexpr std::size_t checkpoint_header_bytes = 24;
 //! The most settings, and the most bytes of settings, a checkpoint may hold: far above what
