@@ -30,6 +30,57 @@ void write_bytes(const fs::path& path, const bytes& b) {
   out.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
 }
 
+std::uint32_t le(const bytes& b, std::size_t at, int n) {
+  std::uint32_t v = 0;
+  for (int i = n; i-- > 0;) v = v << 8 | b[at + std::size_t(i)];
+  return v;
+}
+void put(bytes& b, std::size_t at, std::uint32_t v, int n) {
+  for (int i = 0; i < n; ++i) b[at + std::size_t(i)] = (unsigned char)(v >> (8 * i));
+}
+
+// An archive save_npz wrote, cut into the members' part (local headers and data) and its
+// central-directory entries, so that a test can forge the directory and join them again.
+struct zip_parts {
+  bytes body;
+  std::vector<bytes> entries;
+};
+zip_parts split(const bytes& file) {
+  const std::size_t end = file.size() - 22;
+  const std::size_t directory = le(file, end + 16, 4);
+  zip_parts p{bytes(file.begin(), file.begin() + std::ptrdiff_t(directory)), {}};
+  for (std::size_t i = 0, at = directory; i < le(file, end + 10, 2); ++i) {
+    const std::size_t n = 46 + le(file, at + 28, 2) + le(file, at + 30, 2) + le(file, at + 32, 2);
+    p.entries.emplace_back(file.begin() + std::ptrdiff_t(at),
+                           file.begin() + std::ptrdiff_t(at + n));
+    at += n;
+  }
+  return p;
+}
+// The archive of `p`, its end record saying `count` entries (their real number when negative).
+bytes join(const zip_parts& p, long count = -1) {
+  bytes out = p.body;
+  const std::size_t directory = out.size();
+  for (const bytes& e : p.entries) out.insert(out.end(), e.begin(), e.end());
+  const std::size_t size = out.size() - directory;
+  const auto n = std::uint32_t(count < 0 ? long(p.entries.size()) : count);
+  bytes end(22, 0);
+  put(end, 0, 0x06054b50, 4);
+  put(end, 8, n, 2);
+  put(end, 10, n, 2);
+  put(end, 12, std::uint32_t(size), 4);
+  put(end, 16, std::uint32_t(directory), 4);
+  out.insert(out.end(), end.begin(), end.end());
+  return out;
+}
+// A directory entry (as save_npz writes it: no extra field or comment) under another name.
+bytes renamed(const bytes& entry, const std::string& name) {
+  bytes e(entry.begin(), entry.begin() + 46);
+  put(e, 28, std::uint32_t(name.size()), 2);
+  e.insert(e.end(), name.begin(), name.end());
+  return e;
+}
+
 std::vector<npz_member> two_members() {
   const std::vector<float> w{1.5f, -2.0f, 0.25f, 8.0f};
   return {{"w.npy", dafuse::data::npy_bytes<float>({2, 2}, std::span<const float>(w), "w")},
@@ -131,6 +182,99 @@ TEST_CASE("npz: refuses what it cannot read exactly, naming the file and member"
   SUBCASE("every truncation is refused") {
     for (std::size_t n = 0; n < file.size(); ++n)
       CHECK_FALSE(message_for(bytes(file.begin(), file.begin() + std::ptrdiff_t(n))).empty());
+  }
+}
+
+TEST_CASE("npz: an archive's members are read by name, each only when asked for") {
+  const temp_dir tmp("npz_by_name");
+  dafuse::data::save_npz(tmp / "a.npz", two_members());
+  const dafuse::data::npz_archive a(tmp / "a.npz");
+  REQUIRE(a.entries().size() == 2);
+  CHECK(a.entries()[0].name == "w.npy");
+  CHECK(a.entries()[1].name == "notes.txt");
+  const dafuse::data::npz_entry* notes = a.find("notes.txt");
+  REQUIRE(notes != nullptr);
+  CHECK(notes->size == 2);
+  CHECK(a.read(*notes) == bytes{'h', 'i'});
+  CHECK(a.find("missing.npy") == nullptr);
+
+  // A damaged member is found when it is read, and a reader that skips it never sees it.
+  bytes file = read_bytes(tmp / "a.npz");
+  file[std::size_t(notes->data)] ^= 1;
+  write_bytes(tmp / "b.npz", file);
+  const dafuse::data::npz_archive b(tmp / "b.npz");
+  CHECK(b.read(*b.find("w.npy")) == two_members()[0].bytes);
+  CHECK(error_message([&] {
+          (void)b.read(*b.find("notes.txt"));
+        }).find("notes.txt: CRC-32: expected ") != std::string::npos);
+}
+
+TEST_CASE("npz: a directory cannot make a small file name more bytes than it holds") {
+  const temp_dir tmp("npz_forged_directory");
+  dafuse::data::save_npz(tmp / "good.npz", two_members());
+  const bytes file = read_bytes(tmp / "good.npz");
+  const zip_parts parts = split(file);
+  REQUIRE(parts.entries.size() == 2);
+  const fs::path bad = tmp / "bad.npz";
+  const std::string where = "dafuse: " + bad.string();
+  const auto message_for = [&](const bytes& b) {
+    write_bytes(bad, b);
+    return error_message([&] { (void)dafuse::data::load_npz(bad); });
+  };
+  const std::size_t w_end = 30 + 5 + two_members()[0].bytes.size();  // w.npy's last byte + 1
+
+  SUBCASE("3000 entries pointing at one member's bytes") {
+    zip_parts p = parts;
+    for (int i = 0; i < 3000; ++i)
+      p.entries.push_back(renamed(parts.entries[0], "copy" + std::to_string(i) + ".npy"));
+    CHECK(message_for(join(p)) ==
+          where +
+              ": copy0.npy: expected bytes of its own, apart from member w.npy's (offsets 0 "
+              "to " +
+              std::to_string(w_end) + "), found a local header at offset 0, inside them");
+  }
+  SUBCASE("a member whose header lies inside another's data") {
+    zip_parts p = parts;
+    put(p.entries[1], 42, 40, 4);  // notes.txt's local header inside w.npy's data
+    CHECK(message_for(join(p)).find(where + ": notes.txt: local header: expected its signature") ==
+          0);
+  }
+  SUBCASE("an entry count the directory has no room for") {
+    CHECK(message_for(join(parts, 60000)) ==
+          where +
+              ": central directory: entry count: expected at most 2 (46 bytes each in a "
+              "directory of " +
+              std::to_string(46 * 2 + 5 + 9) + " bytes), found 60000");
+  }
+  SUBCASE("a member larger than the file") {
+    zip_parts p = parts;
+    put(p.entries[0], 20, 0x7fffffff, 4);
+    put(p.entries[0], 24, 0x7fffffff, 4);
+    CHECK(message_for(join(p)) == where + ": w.npy: size: expected at most the file's " +
+                                      std::to_string(file.size()) +
+                                      " bytes, found 2147483647 bytes");
+  }
+  SUBCASE("a member running past the end") {
+    zip_parts p = parts;
+    const std::uint32_t n = std::uint32_t(file.size() - 40);
+    put(p.entries[1], 20, n, 4);
+    put(p.entries[1], 24, n, 4);
+    CHECK(message_for(join(p)).find(where + ": notes.txt: data: expected " + std::to_string(n) +
+                                    " bytes at offset ") == 0);
+  }
+  SUBCASE("a name given twice") {
+    zip_parts p = parts;
+    p.entries[1] = renamed(p.entries[1], "w.npy");
+    CHECK(message_for(join(p)) == where + ": w.npy: expected each member once, found it twice");
+  }
+  SUBCASE("names with control bytes are escaped") {
+    zip_parts p = parts;
+    p.entries[1] = renamed(p.entries[0],
+                           "\x1b[2J\x07"
+                           "evil");
+    const std::string e = message_for(join(p));
+    CHECK(e.find("'\\x1b[2J\\x07evil'") != std::string::npos);
+    CHECK(e.find('\x1b') == std::string::npos);
   }
 }
 

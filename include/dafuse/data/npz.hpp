@@ -7,7 +7,8 @@
 //! ZIP64; archives up to 4 GiB). Reading takes sizes and offsets from the central directory,
 //! which also covers numpy's own archives (their local headers carry ZIP64 extra fields), checks
 //! every member's CRC-32, and refuses compressed members (numpy.savez_compressed), encrypted
-//! ones and anything running past the end of the file.
+//! ones, anything running past the end of the file, a name given twice and members that share
+//! bytes: whatever its directory says, an archive's members add up to at most its size.
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/crc32.hpp>
@@ -23,6 +24,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace dafuse::data {
@@ -212,83 +215,167 @@ inline void save_npz(const std::filesystem::path& path, std::span<const npz_memb
   detail::write_file_atomically(path, out);
 }
 
-//! Every member of the ZIP archive at `path`, in directory order, each checked against its
-//! CRC-32. Fails, naming the file and the member, on anything it cannot read exactly. Reads the
-//! end records and the central directory, then each member straight into its bytes: the peak is
-//! about the members' size, not twice the file's.
-inline std::vector<npz_member> load_npz(const std::filesystem::path& path) {
-  const dafuse::detail::input_file file(path, path.string());
-  const std::string& where = file.where();
-  const std::uint64_t file_size = file.size();
-  const detail::zip_directory d = detail::find_zip_directory(file);
-  std::vector<unsigned char> directory_bytes, local_bytes;
-  const detail::zip_reader r =
-      detail::read_zip_part(file, d.offset, d.size, "central directory", directory_bytes);
-  std::vector<npz_member> members;
-  std::uint64_t at = d.offset;
-  const std::uint64_t directory_end = d.offset + d.size;
-  for (std::uint64_t e = 0; e < d.entries; ++e) {
-    const std::string entry = "central directory entry " + std::to_string(e);
-    if (at + detail::zip_central_size > directory_end)
-      fail(where, entry,
-           std::to_string(detail::zip_central_size) + " bytes at offset " + std::to_string(at),
-           "the end of the central directory");
-    if (r.u32(at) != detail::zip_central_signature)
-      fail(where, entry, "its signature", "other bytes");
-    const std::uint32_t flags = r.u16(at + 8), method = r.u16(at + 10), crc = r.u32(at + 16);
-    std::uint64_t packed = r.u32(at + 20), size = r.u32(at + 24);
-    const std::size_t name_length = r.u16(at + 28), extra_length = r.u16(at + 30),
-                      comment_length = r.u16(at + 32);
-    std::uint64_t local = r.u32(at + 42);
-    const std::span<const unsigned char> text =
-        r.span(at + detail::zip_central_size, name_length + extra_length + comment_length, entry);
-    std::string name(reinterpret_cast<const char*>(text.data()), name_length);
-    const std::string member = where + ": " + name;
-    // A ZIP64 extra field (id 1) holds, in this order, whichever of the sizes and the offset
-    // read as 0xffffffff above.
-    for (std::uint64_t x = at + detail::zip_central_size + name_length, x_end = x + extra_length;
-         x + 4 <= x_end;) {
-      const std::uint32_t id = r.u16(x), length = r.u16(x + 2);
-      if (x + 4 + length > x_end) fail(member, "extra field", "inside its entry", "past its end");
-      if (id == 1) {
-        std::uint64_t f = x + 4;
-        const auto next = [&](std::uint64_t& v) {
-          if (v != 0xffffffff) return;
-          if (f + 8 > x + 4 + length)
-            fail(member, "ZIP64 extra field", "8 more bytes", "the end of the field");
-          v = r.u64(f);
-          f += 8;
-        };
-        next(size);
-        next(packed);
-        next(local);
+//! Where one member of an archive lies: from its central-directory entry and local header.
+struct npz_entry {
+  std::string name;          //!< as the directory spells it ("features.0.weight.npy")
+  std::uint64_t header = 0;  //!< offset of its local header: the member's range starts here
+  std::uint64_t data = 0;    //!< offset of its bytes
+  std::uint64_t size = 0;    //!< its bytes' count
+  std::uint32_t crc = 0;     //!< CRC-32 of its bytes, as stored
+};
+
+//! An open ZIP archive (numpy.savez's format) whose members are read by name. Opening reads the
+//! end records, the central directory and each member's local header, and checks them all: the
+//! entry count against the directory's size, each member stored, unencrypted and inside the file,
+//! no name twice, and no two members' ranges (local header to last byte) overlapping. So the
+//! members' sizes add up to at most the file's, whatever the directory says, and a member is
+//! read only when asked for, checked against its CRC-32.
+class npz_archive {
+ public:
+  explicit npz_archive(const std::filesystem::path& path) : file_(path, path.string()) {
+    const std::string& where = file_.where();
+    const std::uint64_t file_size = file_.size();
+    const detail::zip_directory d = detail::find_zip_directory(file_);
+    // Each entry takes at least its fixed 46 bytes of the directory: a count beyond that is a
+    // forged one, refused before anything is sized by it.
+    if (d.entries > d.size / detail::zip_central_size)
+      fail(where, "central directory: entry count",
+           "at most " + std::to_string(d.size / detail::zip_central_size) + " (" +
+               std::to_string(detail::zip_central_size) + " bytes each in a directory of " +
+               std::to_string(d.size) + " bytes)",
+           std::to_string(d.entries));
+    std::vector<unsigned char> directory_bytes, local_bytes;
+    const detail::zip_reader r =
+        detail::read_zip_part(file_, d.offset, d.size, "central directory", directory_bytes);
+    entries_.reserve(std::size_t(d.entries));
+    std::uint64_t at = d.offset;
+    const std::uint64_t directory_end = d.offset + d.size;
+    for (std::uint64_t e = 0; e < d.entries; ++e) {
+      const std::string entry = "central directory entry " + std::to_string(e);
+      if (at + detail::zip_central_size > directory_end)
+        fail(where, entry,
+             std::to_string(detail::zip_central_size) + " bytes at offset " + std::to_string(at),
+             "the end of the central directory");
+      if (r.u32(at) != detail::zip_central_signature)
+        fail(where, entry, "its signature", "other bytes");
+      const std::uint32_t flags = r.u16(at + 8), method = r.u16(at + 10);
+      npz_entry m;
+      m.crc = r.u32(at + 16);
+      std::uint64_t packed = r.u32(at + 20);
+      m.size = r.u32(at + 24);
+      const std::size_t name_length = r.u16(at + 28), extra_length = r.u16(at + 30),
+                        comment_length = r.u16(at + 32);
+      m.header = r.u32(at + 42);
+      const std::span<const unsigned char> text =
+          r.span(at + detail::zip_central_size, name_length + extra_length + comment_length, entry);
+      m.name.assign(reinterpret_cast<const char*>(text.data()), name_length);
+      const std::string member = where + ": " + dafuse::detail::shown(m.name);
+      // A ZIP64 extra field (id 1) holds, in this order, whichever of the sizes and the offset
+      // read as 0xffffffff above.
+      for (std::uint64_t x = at + detail::zip_central_size + name_length, x_end = x + extra_length;
+           x + 4 <= x_end;) {
+        const std::uint32_t id = r.u16(x), length = r.u16(x + 2);
+        if (x + 4 + length > x_end) fail(member, "extra field", "inside its entry", "past its end");
+        if (id == 1) {
+          std::uint64_t f = x + 4;
+          const auto next = [&](std::uint64_t& v) {
+            if (v != 0xffffffff) return;
+            if (f + 8 > x + 4 + length)
+              fail(member, "ZIP64 extra field", "8 more bytes", "the end of the field");
+            v = r.u64(f);
+            f += 8;
+          };
+          next(m.size);
+          next(packed);
+          next(m.header);
+        }
+        x += 4 + length;
       }
-      x += 4 + length;
+      if (flags & 1) fail(member, "flags", "an unencrypted member", "an encrypted one");
+      if (method != 0)
+        fail(member, "compression method",
+             "0 (stored, as numpy.savez writes; dafuse does not read numpy.savez_compressed)",
+             std::to_string(method));
+      if (packed != m.size)
+        fail(member, "compressed size", "the uncompressed size " + std::to_string(m.size),
+             std::to_string(packed));
+      if (m.size > file_size)
+        fail(member, "size", "at most the file's " + std::to_string(file_size) + " bytes",
+             std::to_string(m.size) + " bytes");
+      if (m.header > file_size)
+        fail(member, "local header offset",
+             "inside the file (" + std::to_string(file_size) + " bytes)", std::to_string(m.header));
+      const detail::zip_reader l = detail::read_zip_part(file_, m.header, detail::zip_local_size,
+                                                         member + ": local header", local_bytes);
+      if (l.u32(m.header) != detail::zip_local_signature)
+        fail(member, "local header", "its signature", "other bytes");
+      m.data = m.header + detail::zip_local_size + l.u16(m.header + 26) + l.u16(m.header + 28);
+      if (m.data > file_size || m.size > file_size - m.data)
+        fail(member, "data",
+             std::to_string(m.size) + " bytes at offset " + std::to_string(m.data) +
+                 " inside a file of " + std::to_string(file_size) + " bytes",
+             "them running past its end");
+      if (!index_.emplace(m.name, entries_.size()).second)
+        fail(where, dafuse::detail::shown(m.name), "each member once", "it twice");
+      entries_.push_back(std::move(m));
+      at += detail::zip_central_size + name_length + extra_length + comment_length;
     }
-    if (flags & 1) fail(member, "flags", "an unencrypted member", "an encrypted one");
-    if (method != 0)
-      fail(member, "compression method",
-           "0 (stored, as numpy.savez writes; dafuse does not read numpy.savez_compressed)",
-           std::to_string(method));
-    if (packed != size)
-      fail(member, "compressed size", "the uncompressed size " + std::to_string(size),
-           std::to_string(packed));
-    if (local > file_size) fail(member, "local header offset", "inside the file", "past it");
-    const detail::zip_reader l = detail::read_zip_part(file, local, detail::zip_local_size,
-                                                       member + ": local header", local_bytes);
-    if (l.u32(local) != detail::zip_local_signature)
-      fail(member, "local header", "its signature", "other bytes");
-    const std::uint64_t data =
-        local + detail::zip_local_size + l.u16(local + 26) + l.u16(local + 28);
-    if (size > file_size) fail(member, "size", "inside the file", std::to_string(size));
-    npz_member m{std::move(name), file.read_bytes(data, size, member + ": data")};
-    if (const std::uint32_t actual = dafuse::detail::crc32(m.bytes.data(), m.bytes.size());
-        actual != crc)
-      fail(member, "CRC-32", std::to_string(crc) + " as stored",
-           std::to_string(actual) + " (the member is corrupted)");
-    members.push_back(std::move(m));
-    at += detail::zip_central_size + name_length + extra_length + comment_length;
+    // Members that share bytes would let a small file name many large members: each range,
+    // from its local header to its last byte, must end before the next one starts.
+    std::vector<std::size_t> order(entries_.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return std::pair(entries_[a].header, a) < std::pair(entries_[b].header, b);
+    });
+    for (std::size_t k = 1; k < order.size(); ++k) {
+      const npz_entry& before = entries_[order[k - 1]];
+      const npz_entry& next = entries_[order[k]];
+      if (next.header < before.data + before.size)
+        fail(where, dafuse::detail::shown(next.name),
+             "bytes of its own, apart from member " + dafuse::detail::shown(before.name) +
+                 "'s (offsets " + std::to_string(before.header) + " to " +
+                 std::to_string(before.data + before.size) + ")",
+             "a local header at offset " + std::to_string(next.header) + ", inside them");
+    }
   }
+
+  //! The file's name, as messages give it.
+  const std::string& where() const noexcept { return file_.where(); }
+  //! The file's size in bytes.
+  std::uint64_t file_size() const noexcept { return file_.size(); }
+  //! Every member, in directory order (names and places; no member's bytes are read).
+  std::span<const npz_entry> entries() const noexcept { return entries_; }
+  //! The member called `name`, or nullptr.
+  const npz_entry* find(std::string_view name) const {
+    const auto it = index_.find(std::string(name));
+    return it == index_.end() ? nullptr : &entries_[it->second];
+  }
+  //! The bytes of member `e` (one of entries()), checked against its CRC-32.
+  std::vector<unsigned char> read(const npz_entry& e) const {
+    const std::string member = where() + ": " + dafuse::detail::shown(e.name);
+    std::vector<unsigned char> bytes = file_.read_bytes(e.data, e.size, member + ": data");
+    if (const std::uint32_t actual = dafuse::detail::crc32(bytes.data(), bytes.size());
+        actual != e.crc)
+      fail(member, "CRC-32", std::to_string(e.crc) + " as stored",
+           std::to_string(actual) + " (the member is corrupted)");
+    return bytes;
+  }
+
+ private:
+  dafuse::detail::input_file file_;
+  std::vector<npz_entry> entries_;
+  std::unordered_map<std::string, std::size_t> index_;  // name -> entries_ index
+};
+
+//! Every member of the ZIP archive at `path`, in directory order, each checked against its
+//! CRC-32. Fails, naming the file and the member, on anything it cannot read exactly (see
+//! npz_archive, which reads members by name). Each member is read straight into its bytes: the
+//! peak is about the members' size, which the archive's checks bound by the file's.
+inline std::vector<npz_member> load_npz(const std::filesystem::path& path) {
+  const npz_archive archive(path);
+  std::vector<npz_member> members;
+  members.reserve(archive.entries().size());
+  for (const npz_entry& e : archive.entries()) members.push_back({e.name, archive.read(e)});
   return members;
 }
 
