@@ -20,10 +20,13 @@
 #include <dafuse/train/fit.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <span>
 #include <string>
@@ -97,6 +100,15 @@ void rewrite(const fs::path& path, const fs::path& to, Edit edit) {
   std::vector<df::data::npz_member> m = df::data::load_npz(path);
   edit(m);
   df::data::save_npz(to, m);
+}
+
+std::vector<unsigned char> read_file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+void write_file_bytes(const fs::path& path, const std::vector<unsigned char>& b) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
 }
 
 }  // namespace
@@ -494,4 +506,92 @@ TEST_CASE("model file: a sparse model's preprocessing reads raw CSR rows as the 
   df::load_model<sparse_net>(tmp / "sparse.npz")
       .logits(df::data::sparse_columns(raw.features), got.data());
   CHECK(std::memcmp(got.data(), want.data(), 4 * want.size()) == 0);
+}
+
+TEST_CASE("model file: only the members the network needs are read") {
+  const df::test::temp_dir tmp("model_file_by_name");
+  const df::model<net> m;
+  const fs::path path = tmp / "model.npz", extra = tmp / "extra.npz";
+  df::save_model(path, m);
+  // A member no reader asks for, damaged after it was written: its CRC-32 is never checked.
+  rewrite(path, extra, [](auto& members) {
+    members.push_back({"notes.bin", std::vector<unsigned char>(64, 'Z')});
+  });
+  std::vector<unsigned char> file = read_file_bytes(extra);
+  const std::string zs(64, 'Z');
+  const auto at = std::search(file.begin(), file.end(), zs.begin(), zs.end());
+  REQUIRE(at != file.end());
+  *at = 'Y';
+  write_file_bytes(extra, file);
+  const df::model<net> loaded = df::load_model<net>(extra);
+  CHECK(std::equal(m.parameters().begin(), m.parameters().end(), loaded.parameters().begin()));
+  CHECK(df::test::error_message([&] {
+          (void)df::data::load_npz(extra);
+        }).find("notes.bin: CRC-32: expected ") != std::string::npos);
+}
+
+TEST_CASE("model file: architecture.json's text reaches messages with control bytes escaped") {
+  const df::test::temp_dir tmp("model_file_escaped");
+  const fs::path path = tmp / "model.npz", bad = tmp / "bad.npz";
+  df::save_model(path, df::model<net>());
+  const auto refused_with = [&](const std::string& json) {
+    rewrite(path, bad, [&](auto& m) { m.back().bytes.assign(json.begin(), json.end()); });
+    const std::string e = df::test::error_message([&] { (void)df::load_model<net>(bad); });
+    CHECK(e.find('\x1b') == std::string::npos);
+    CHECK(e.find('\x07') == std::string::npos);
+    return e;
+  };
+  const std::string a = df::model_architecture<net>();
+  const std::string where = "dafuse: " + bad.string() + ": architecture.json: ";
+  std::string value = a;
+  value.replace(value.find("\"tanh\""), 6, "\"\x1b[2Jtanh\x07\"");
+  CHECK(refused_with(value) == where +
+                                   "modules.features[0].activation: expected \"tanh\", found "
+                                   "'\"\\x1b[2Jtanh\\x07\"'");
+  std::string key = a;
+  key.insert(1, "\"\x1b]0;title\x07\": 1, ");
+  CHECK(refused_with(key) == where +
+                                 "'\\x1b]0;title\\x07': expected no such field (a network of "
+                                 "another shape?), found 1");
+  CHECK(refused_with("{\"format\": \x1b[31m}") ==
+        where + "JSON: expected a value, found '\\x1b[31m}' at offset 11");
+}
+
+TEST_CASE("model file: a large architecture.json is refused in linear time, naming why") {
+  const df::test::temp_dir tmp("model_file_large_architecture");
+  const fs::path path = tmp / "model.npz", bad = tmp / "bad.npz";
+  df::save_model(path, df::model<net>());
+  const std::string a = df::model_architecture<net>();
+  const std::string where = "dafuse: " + bad.string() + ": architecture.json: ";
+  const auto refused_with = [&](const std::string& json) {
+    rewrite(path, bad, [&](auto& m) { m.back().bytes.assign(json.begin(), json.end()); });
+    const auto start = std::chrono::steady_clock::now();
+    const std::string e = df::test::error_message([&] { (void)df::load_model<net>(bad); });
+    // Under a second each even with sanitizers; the quadratic check took over 60 s for 204 KB.
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+    return e;
+  };
+  SUBCASE("over the size cap: refused before it is read") {
+    std::string big = a;
+    big.insert(1, std::string(df::model_architecture_max_bytes, ' '));
+    CHECK(refused_with(big) == where +
+                                   "size: expected at most 1048576 bytes (a network's "
+                                   "architecture takes a few kilobytes), found " +
+                                   std::to_string(big.size()) + " bytes");
+  }
+  SUBCASE("20 000 fields and one of them twice") {
+    std::string many = a;
+    std::string fields;
+    for (int i = 0; i < 20000; ++i) fields += "\"field" + std::to_string(i) + "\": 0, ";
+    many.insert(1, fields + "\"field7\": 1, ");
+    CHECK(refused_with(many) == where + "field7: expected each field once, found it twice");
+  }
+  SUBCASE("a long key above a long array: every element's path would repeat it") {
+    std::string zeros = "0";
+    for (int i = 0; i < 60000; ++i) zeros += ",0";
+    const std::string json = "{\"" + std::string(4000, 'k') + "\": [" + zeros + "]}";
+    CHECK(json.size() < df::model_architecture_max_bytes);
+    CHECK(refused_with(json).find(where + "JSON: expected at most 16777216 bytes of field paths "
+                                          "in all (long keys above long arrays), found ") == 0);
+  }
 }

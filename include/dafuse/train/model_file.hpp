@@ -30,7 +30,10 @@
 //!
 //! Loading checks everything before it writes anything: each member's CRC-32, dtype, shape and
 //! finiteness, the architecture field by field (when the file has one: a file written elsewhere
-//! may carry the arrays alone), and that no layer is missing, extra or given twice.
+//! may carry the arrays alone), and that no layer is missing, extra or given twice. It reads
+//! only the members the network needs, by name (data::npz_archive), an architecture.json of at
+//! most model_architecture_max_bytes, in time linear in its size; text from the file reaches
+//! messages with control bytes escaped.
 //! tools/check_model_export.py loads a model file into the equivalent PyTorch module and checks
 //! that both predict the same classes.
 #pragma once
@@ -54,13 +57,14 @@
 #include <concepts>
 #include <cstddef>
 #include <filesystem>
-#include <map>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <type_traits>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -209,7 +213,8 @@ inline std::string tuple_text(std::span<const std::size_t> shape) {
 
 //! The leaves of a JSON document (objects, arrays, strings, numbers, true, false, null) as
 //! (path, value as written) in document order: {"a": [{"b": 1}]} gives ("a[0].b", "1"). Enough
-//! to compare two architectures field by field and name the first that differs.
+//! to compare two architectures field by field and name the first that differs. A path given
+//! twice is refused; lookups by path are hashed, so reading is linear in the document's size.
 class json_leaves {
  public:
   json_leaves(std::string_view text, std::string where) : text_(text), where_(std::move(where)) {
@@ -218,14 +223,21 @@ class json_leaves {
     if (at_ != text_.size()) error("the end of the document");
   }
   const std::vector<std::pair<std::string, std::string>>& leaves() const { return leaves_; }
+  //! The value at `path` as written, or nullptr.
+  const std::string* find(const std::string& path) const {
+    const auto it = index_.find(path);
+    return it == index_.end() ? nullptr : &leaves_[it->second].second;
+  }
 
  private:
+  //! The most bytes of paths built in all: a long key above a long array is copied into each of
+  //! its elements' paths, so a short document could otherwise ask for gigabytes.
+  static constexpr std::size_t path_bytes_limit = std::size_t(16) << 20;
+
   [[noreturn]] void error(std::string_view expected) const {
     const std::string_view rest = text_.substr(at_, 16);
-    std::string found = "'";
-    for (const char c : rest) found += (c >= 0x20 && c < 0x7f) ? c : '?';
     fail(where_, "JSON", expected,
-         (rest.empty() ? std::string("the end") : found + "'") + " at offset " +
+         (rest.empty() ? std::string("the end") : quoted_bytes(rest)) + " at offset " +
              std::to_string(at_));
   }
   void skip_space() {
@@ -256,6 +268,10 @@ class json_leaves {
   }
   void value(const std::string& path) {
     if (++depth_ > 32) error("at most 32 levels of nesting");
+    path_bytes_ += path.size();
+    if (path_bytes_ > path_bytes_limit)
+      error("at most " + std::to_string(path_bytes_limit) +
+            " bytes of field paths in all (long keys above long arrays)");
     skip_space();
     if (take('{')) {
       if (!take('}')) {
@@ -274,49 +290,46 @@ class json_leaves {
         if (!take(']')) error("',' or ']'");
       }
     } else if (at_ < text_.size() && text_[at_] == '"') {
-      leaves_.emplace_back(path, "\"" + string_token() + "\"");
+      leaf(path, "\"" + string_token() + "\"");
     } else {
       const std::size_t start = at_;
       while (at_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[at_])) ||
                                     text_[at_] == '-' || text_[at_] == '+' || text_[at_] == '.'))
         ++at_;
       if (at_ == start) error("a value");
-      leaves_.emplace_back(path, std::string(text_.substr(start, at_ - start)));
+      leaf(path, std::string(text_.substr(start, at_ - start)));
     }
     --depth_;
+  }
+  void leaf(const std::string& path, std::string v) {
+    if (!index_.emplace(path, leaves_.size()).second)
+      fail(where_, shown(path), "each field once", "it twice");
+    leaves_.emplace_back(path, std::move(v));
   }
 
   std::string_view text_;
   std::string where_;
   std::size_t at_ = 0;
   int depth_ = 0;
+  std::size_t path_bytes_ = 0;
   std::vector<std::pair<std::string, std::string>> leaves_;
+  std::unordered_map<std::string, std::size_t> index_;  // path -> leaves_ index
 };
 
-//! Compares a file's architecture.json with the network's, field by field (in any key order);
-//! fails naming the first field that differs.
+//! Compares a file's architecture.json (read as `found`) with the network's, field by field (in
+//! any key order); fails naming the first field that differs, the file's text escaped.
 inline void check_architecture(std::string_view expected_json,
-                               std::string_view found_json,
+                               const json_leaves& found,
                                const std::string& where) {
   const json_leaves expected(expected_json, where);
-  const json_leaves found(found_json, where);
-  const std::map<std::string, std::string> has(found.leaves().begin(), found.leaves().end());
-  if (has.size() != found.leaves().size())
-    for (std::size_t i = 0; i < found.leaves().size(); ++i)
-      for (std::size_t j = 0; j < i; ++j)
-        if (found.leaves()[i].first == found.leaves()[j].first)
-          fail(where, found.leaves()[i].first, "each field once", "it twice");
   for (const auto& [path, value] : expected.leaves()) {
-    const auto f = has.find(path);
-    if (f == has.end())
-      fail(where, path, value + " (a network of another shape?)", "no such field");
-    if (f->second != value) fail(where, path, value, f->second);
+    const std::string* f = found.find(path);
+    if (!f) fail(where, path, value + " (a network of another shape?)", "no such field");
+    if (*f != value) fail(where, path, value, shown(*f));
   }
-  for (const auto& leaf : found.leaves()) {
-    const bool known = std::any_of(expected.leaves().begin(), expected.leaves().end(),
-                                   [&](const auto& e) { return e.first == leaf.first; });
-    if (!known) fail(where, leaf.first, "no such field (a network of another shape?)", leaf.second);
-  }
+  for (const auto& [path, value] : found.leaves())
+    if (!expected.find(path))
+      fail(where, shown(path), "no such field (a network of another shape?)", shown(value));
 }
 
 }  // namespace detail
@@ -417,24 +430,38 @@ void save_model(const std::filesystem::path& path, const Step& step) {
   save_model(path, model_of(step));
 }
 
+//! The most bytes a model file's architecture.json may hold before it is read: the deepest
+//! network dafuse-train compiles (64 layers a module) writes about 20 KB.
+inline constexpr std::uint64_t model_architecture_max_bytes = std::uint64_t(1) << 20;
+
 namespace detail {
+
+//! Names of an archive's members for a message: the first few, escaped, then how many more.
+inline std::string member_list(std::span<const data::npz_entry> entries) {
+  constexpr std::size_t shown_at_most = 12;
+  if (entries.empty()) return "no members";
+  std::string s;
+  for (std::size_t i = 0; i < entries.size() && i < shown_at_most; ++i)
+    s += (i ? ", " : "") + shown(entries[i].name);
+  if (entries.size() > shown_at_most)
+    s += " and " + std::to_string(entries.size() - shown_at_most) + " more";
+  return s;
+}
 
 //! The preprocessing a model file's architecture.json lists ("preprocess[i].transform", ...),
 //! standardize's statistics read from their members; each member read is added to `known`.
 //! Fails naming the field or member that is not what a model of `width` features needs.
 inline data::preprocessing read_preprocessing(const json_leaves& architecture,
-                                              std::span<const data::npz_member> members,
+                                              const data::npz_archive& archive,
                                               index_t width,
                                               const std::string& where,
-                                              std::vector<std::string>& known) {
+                                              std::unordered_set<std::string>& known) {
   data::preprocessing p;
   const std::string json = where + ": architecture.json";
   for (std::size_t i = 0;; ++i) {
     const std::string at = "preprocess[" + std::to_string(i) + "]";
-    const auto field = [&](std::string_view key) -> const std::string* {
-      for (const auto& [path, value] : architecture.leaves())
-        if (path == at + "." + std::string(key)) return &value;
-      return nullptr;
+    const auto field = [&](std::string_view key) {
+      return architecture.find(at + "." + std::string(key));
     };
     const std::string* transform = field("transform");
     if (!transform) break;
@@ -446,18 +473,19 @@ inline data::preprocessing read_preprocessing(const json_leaves& architecture,
           data::preprocess_kind::log1p, data::preprocess_kind::binarize,
           data::preprocess_kind::binarize_nonzero})
       if (*transform == "\"" + std::string(data::name(k)) + "\"") kind = k;
-    if (!kind) fail(json, at + ".transform", kinds, *transform);
+    if (!kind) fail(json, at + ".transform", kinds, shown(*transform));
     if (*kind == data::preprocess_kind::standardize) {
       const auto statistic = [&](std::string_view what) {
         const std::string name = preprocess_member(i, what);
-        known.push_back(name);
-        const data::npz_member* found = data::find_member(members, name);
+        known.insert(name);
+        const data::npz_entry* found = archive.find(name);
         if (!found)
           fail(where, name,
                "a member holding standardize's " + std::string(what) + " (float64 [" +
                    std::to_string(width) + "])",
                "none");
-        data::host_array<double> a = data::parse_npy<double>(found->bytes, where + ": " + name);
+        data::host_array<double> a =
+            data::parse_npy<double>(archive.read(*found), where + ": " + name);
         if (a.shape != std::vector<std::size_t>{std::size_t(width)})
           fail(where + ": " + name, "shape", "(" + std::to_string(width) + ",)",
                tuple_text(a.shape));
@@ -478,7 +506,7 @@ inline data::preprocessing read_preprocessing(const json_leaves& architecture,
       if (const std::string* t = field("threshold")) {
         const auto r = std::from_chars(t->data(), t->data() + t->size(), threshold);
         if (r.ec != std::errc() || r.ptr != t->data() + t->size() || !std::isfinite(threshold))
-          fail(json, at + ".threshold", "a finite number", *t);
+          fail(json, at + ".threshold", "a finite number", shown(*t));
       }
       p.add(*kind, threshold);
     }
@@ -494,22 +522,27 @@ inline data::preprocessing read_preprocessing(const json_leaves& architecture,
 template <class Net>
 model<Net> load_model(const std::filesystem::path& path) {
   const std::string where = path.string();
-  const std::vector<data::npz_member> members = data::load_npz(path);
-  for (std::size_t i = 0; i < members.size(); ++i)
-    for (std::size_t j = 0; j < i; ++j)
-      if (members[i].name == members[j].name)
-        fail(where, members[i].name, "each member once", "it twice");
+  // Only the members the network needs are read, each checked when it is; the archive has
+  // already refused names given twice and members sharing bytes.
+  const data::npz_archive archive(path);
   model<Net> m;
-  std::vector<std::string> known{"architecture.json"};
-  if (const data::npz_member* a = data::find_member(members, "architecture.json")) {
-    const std::string_view text(reinterpret_cast<const char*>(a->bytes.data()), a->bytes.size());
+  std::unordered_set<std::string> known{"architecture.json"};
+  if (const data::npz_entry* a = archive.find("architecture.json")) {
+    const std::string json = where + ": architecture.json";
+    if (a->size > model_architecture_max_bytes)
+      fail(json, "size",
+           "at most " + std::to_string(model_architecture_max_bytes) +
+               " bytes (a network's architecture takes a few kilobytes)",
+           std::to_string(a->size) + " bytes");
+    const std::vector<unsigned char> bytes = archive.read(*a);
+    const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    const detail::json_leaves found(text, json);
     // The preprocessing is read first, so that the architecture is compared whole: version,
     // input, the steps as the file lists them, and the layers.
     data::preprocessing pre =
-        detail::read_preprocessing(detail::json_leaves(text, where + ": architecture.json"),
-                                   members, Net::input_width, where, known);
-    detail::check_architecture(model_architecture<Net>(pre), text, where + ": architecture.json");
-    pre.check(Net::input_width, Net::sparse_input, where + ": architecture.json");
+        detail::read_preprocessing(found, archive, Net::input_width, where, known);
+    detail::check_architecture(model_architecture<Net>(pre), found, json);
+    pre.check(Net::input_width, Net::sparse_input, json);
     m.set_preprocessing(std::move(pre));
   }
   const std::span<float> p = m.parameters();
@@ -521,17 +554,15 @@ model<Net> load_model(const std::filesystem::path& path) {
       float* w = p.data() + offset + Stack::template param_offset<I>();
       const auto read = [&](std::string_view what, std::vector<std::size_t> shape) {
         const std::string name = detail::layer_member(module, I, what);
-        known.push_back(name);
-        const data::npz_member* found = data::find_member(members, name);
-        if (!found) {
-          std::string has;
-          for (const data::npz_member& e : members) has += (has.empty() ? "" : ", ") + e.name;
+        known.insert(name);
+        const data::npz_entry* found = archive.find(name);
+        if (!found)
           fail(where, name,
                "a member holding layer " + std::to_string(I) + " of " + std::string(module) +
                    " (float32 " + detail::tuple_text(shape) + ")",
-               "none; the file has " + (has.empty() ? std::string("no members") : has));
-        }
-        data::host_array<float> a = data::parse_npy<float>(found->bytes, where + ": " + name);
+               "none; the file has " + detail::member_list(archive.entries()));
+        data::host_array<float> a =
+            data::parse_npy<float>(archive.read(*found), where + ": " + name);
         if (a.shape != shape)
           fail(where + ": " + name, "shape", detail::tuple_text(shape),
                detail::tuple_text(a.shape));
@@ -551,15 +582,17 @@ model<Net> load_model(const std::filesystem::path& path) {
       std::copy(bias.begin(), bias.end(), w + L::weight_count);
     }
   });
-  for (const data::npz_member& e : members) {
+  for (const data::npz_entry& e : archive.entries()) {
     const bool layer_like = e.name.starts_with("features.") || e.name.starts_with("classifier.") ||
                             e.name.starts_with("discriminator.");
-    const bool unknown = std::find(known.begin(), known.end(), e.name) == known.end();
+    const bool unknown = !known.contains(e.name);
     if (layer_like && unknown)
-      fail(where, e.name, "no member beyond the network's layers (a different depth?)", "this one");
+      fail(where, detail::shown(e.name),
+           "no member beyond the network's layers (a different depth?)", "this one");
     // Statistics no step reads would be preprocessing silently skipped.
     if (e.name.starts_with("preprocess.") && unknown)
-      fail(where, e.name, "a preprocessing member that architecture.json lists", "this one");
+      fail(where, detail::shown(e.name), "a preprocessing member that architecture.json lists",
+           "this one");
   }
   return m;
 }
