@@ -17,6 +17,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -888,6 +889,9 @@ int run_sweep_model(const config& c,
         "oracle (chosen with target labels, which adaptation does not have): lambda_max "
         "%s, lr %s, %s\n",
         number(x.lambda_max).c_str(), number(x.lr).c_str(), accuracy_text(r.oracle).c_str());
+  } else if (labelled) {
+    std::printf(
+        "oracle: none (every configuration diverged: no finite target accuracy to choose by)\n");
   } else {
     std::printf("oracle: none (no target labels)\n");
   }
@@ -895,6 +899,34 @@ int run_sweep_model(const config& c,
   if (!c.json.empty())
     write_sweep_json(c.json, c, m, args, g, r, d.target_test.has_value(), chosen_by);
   return r.selected >= 0 ? 0 : exit_diverged;
+}
+
+//! Refuses (naming --batch) a batch whose step cannot fit in this machine's memory, before the
+//! step allocates anything by it. The step's bytes are convex in the batch B (buffers of rows,
+//! MMD's rows², the larger of the training and evaluation scratch), so the line through steps
+//! of B = 2 and 3 (evaluated one row at a time, sparse batches with the least room) is below them
+//! for every larger B: what it says cannot fit never could, and a batch it lets through is left
+//! to the allocation, whose failure train_step names too.
+template <class Step>
+void check_batch_memory(const df::fit_args& args) {
+  if (args.batch <= 3) return;
+  df::fit_args probe = args;
+  probe.eval_chunk = 1;
+  if (probe.sparse_nonzeros > 0) probe.sparse_nonzeros = 1;
+  const auto bytes_at = [&](df::index_t batch) {
+    probe.batch = batch;
+    return double(Step(probe).memory_bytes());
+  };
+  const double at2 = bytes_at(2), at3 = bytes_at(3), per_row = std::max(at3 - at2, 1.0);
+  const double needed = at3 + per_row * double(args.batch - 3);
+  const double memory = double(df::detail::physical_memory_bytes());
+  if (needed <= memory) return;
+  const auto most = long(std::max(3.0, 3 + std::floor((memory - at3) / per_row)));
+  throw usage_error("--batch: expected at most about " + std::to_string(most) +
+                    " rows a domain (a step of --batch " + std::to_string(args.batch) +
+                    " needs at least " + std::to_string(std::uint64_t(needed)) +
+                    " bytes, this machine has " + std::to_string(std::uint64_t(memory)) +
+                    "), found " + std::to_string(args.batch));
 }
 
 //! Loads, trains and reports one model of the registry: `Step` is its step type.
@@ -948,6 +980,8 @@ int run_model(const config& c, const model_entry& m) {
   args.seed = c.seed;
   args.init = df::nn::weight_init::torch_default;
   if (const df::status s = Step::can_implement(args); !s) throw df::error(s.message);
+  activity() = "estimating the step's memory for --batch " + std::to_string(args.batch);
+  check_batch_memory<Step>(args);
   if (c.sweep.given) return run_sweep_model<Step>(c, m, d, args);
 
   df::profiler prof;

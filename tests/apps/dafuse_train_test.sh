@@ -657,6 +657,12 @@ expect 3 "training diverged at step" -- --model digits-dann "${src[@]}" "${tgt[@
 grep -q '"diverged": true' "$work/diverged.json" ||
   { echo "FAIL: the JSON does not say the run diverged"; failures=$((failures + 1)); }
 expect 0 "0 skipped" -- "${run[@]}" --steps 20
+# A sweep whose every configuration diverges says so, and with target labels given does not
+# claim there were none (issue 46).
+expect 3 "oracle: none (every configuration diverged: no finite target accuracy to choose by)" \
+  -- --model digits-dann "${src[@]}" "${tgt[@]}" --steps 100 --sweep lr=1e6,1e7 --validator im --quiet
+expect 3 "oracle: none (no target labels)" -- --model digits-dann "${src[@]}" \
+  --target "$mnist/usps_images.npy" --steps 100 --sweep lr=1e6,1e7 --validator im --quiet
 
 # The run's summary says how many source rows trained; with none held out, selection falls to
 # entropy instead of failing; the JSON is versioned, gives the threads used, floats as typed and
@@ -705,9 +711,15 @@ mkfifo "$work/fifo.npy"
 expect 1 "$work/fifo.npy: cannot read: it is a FIFO (named pipe), not a regular file" -- \
   --model digits-dann --source "$work/fifo.npy" --source-labels "$mnist/mnist_labels.npy" "${tgt[@]}"
 expect 1 "/dev/zero: cannot read: it is a character device" -- "${run[@]}" --resume /dev/zero
-# Sizes that cannot fit end in a message naming what, not a bare std::bad_alloc.
-expect 1 "cannot allocate the step's buffers for fit_args.batch = 1000000000" -- \
-  --model digits-dann "${src[@]}" "${tgt[@]}" --batch 1000000000 --steps 1 --quiet
+# Sizes that cannot fit end in a message naming what, not a bare std::bad_alloc; a batch whose
+# step cannot fit is refused from an estimate, before anything is allocated by it (issue 46: it
+# filled 3.9 GB first), whatever the model.
+expect 2 "--batch: expected at most about" -- --model digits-dann "${src[@]}" "${tgt[@]}" \
+  --batch 1000000000 --steps 1 --quiet
+expect 2 "a step of --batch 100000000 needs at least" -- --model digits-cnn-dann "${src[@]}" \
+  "${tgt[@]}" --batch 100000000 --steps 1 --quiet
+expect 2 "--batch: expected at most about" -- "${net[@]}" "${src[@]}" "${tgt[@]}" \
+  --batch 1000000000 --steps 1 --quiet
 expect 2 "--curve-every: expected at most" -- --model digits-dann "${src[@]}" "${tgt[@]}" \
   --steps 1000000000000 --curve-every 1 --curves "$work/huge" --quiet
 # A Python with numpy builds the bad inputs: the one on PATH, else Debian's.
