@@ -274,6 +274,38 @@ if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1; then
     "${net[@]}" "${digits[@]}"
   chown 0 "$program"
 fi
+# The attack of issue 46 itself, by a real second user: `nobody` makes a cache folder and plants
+# a program under this network's key there; a root run pointed at that folder refuses it and
+# never runs the program. Needs root (to act as nobody) and setpriv.
+if [ "$(id -u)" -ne 0 ]; then
+  echo "skipped: the planted-program test needs root to act as another user (runs as uid $(id -u))"
+elif ! command -v setpriv >/dev/null || ! id nobody >/dev/null 2>&1; then
+  echo "skipped: the planted-program test needs setpriv and a user 'nobody'"
+else
+  chmod 0711 "$work"
+  mkdir -m 1777 "$work/shared"
+  as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+  "${as_nobody[@]}" sh -c 'umask 022 && mkdir "$1/cache" &&
+    printf "#!/bin/sh\nid -u >%s/ran\n" "$1" >"$1/cache/$2" && chmod 0755 "$1/cache/$2"' \
+    sh "$work/shared" "$(basename "$program")"
+  if [ "$(stat -c %U "$work/shared/cache/$(basename "$program")" 2>/dev/null)" != nobody ]; then
+    echo "FAIL: nobody could not plant a program for the planted-program test"
+    failures=$((failures + 1))
+  fi
+  DAFUSE_TRAIN_CACHE=$work/shared/cache expect 1 \
+    "expected it to be owned by you (uid 0), found uid $(id -u nobody)" -- "${net[@]}" "${digits[@]}"
+  # nobody's own run of the network, with root's cache: refused too (not nobody's folder).
+  out=$(DAFUSE_TRAIN_CACHE=$work/cache timeout 120 "${as_nobody[@]}" "$exe" "${net[@]}" \
+        --source "$shipped/mnist_images.npy" --source-labels "$shipped/mnist_labels.npy" \
+        --target "$shipped/usps_images.npy" --steps 5 --quiet 2>&1)
+  rc=$?
+  if [ -e "$work/shared/ran" ] || [ $rc -eq 0 ]; then
+    echo "FAIL: a program another user planted ran, or nobody used root's cache (status $rc):"
+    sed 's/^/  | /' <<<"$out" | head -5
+    failures=$((failures + 1))
+  fi
+  chmod 0700 "$work"
+fi
 # A damaged program (truncated) is discarded, saying so, and compiled again; a second run of the
 # network started meanwhile waits for that compile (a lock) and runs the new program.
 truncate -s 4096 "$program"
