@@ -13,6 +13,7 @@ void run_network_program(const config&, const std::string& type, char**) {
 #else
 
 #include "jit_config.hpp"
+#include "precheck.hpp"
 
 #include <dafuse/core/crc32.hpp>
 #include <dafuse/core/error.hpp>
@@ -489,6 +490,8 @@ void compile_network(const std::vector<std::string>& compiler,
 }  // namespace
 
 void run_network_program(const config& c, const std::string& type, char** argv) {
+  // What the options and the data files' headers can tell is told now, not after a compile.
+  check_network_data(c);
   const network_text& n = c.network;
   const source_dirs src = find_sources();
   if (std::error_code ec; !fs::is_regular_file(src.prebuilt, ec))

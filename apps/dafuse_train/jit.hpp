@@ -20,7 +20,8 @@ struct network_error : std::runtime_error {
 
 //! Runs the program of the network of `c` (c.network, step type `type`) with this process's
 //! arguments, compiling and caching it first if no cached one exists: replaces this process and
-//! returns only by throwing (a failed compilation, an unusable cache).
+//! returns only by throwing (data that does not fit the network, found before any compile; a
+//! failed compilation; an unusable cache).
 [[noreturn]] void run_network_program(const config& c, const std::string& type, char** argv);
 
 }  // namespace dafuse_train
