@@ -97,7 +97,7 @@ extern "C" int dafuse_train_entry(int argc, char** argv, const char* dispatch) {
       if (const dafuse_train::compiled_entry* e = dafuse_train::compiled_network();
           e && e->step_type == type)
         return e->model.run(c, e->model);
-      dafuse_train::run_network_program(c.network, type, argv);
+      dafuse_train::run_network_program(c, type, argv);
     }
     for (const dafuse_train::model_entry& m : dafuse_train::all_models())
       if (m.name == c.model) return m.run(c, m);

@@ -229,17 +229,25 @@ if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1; then
     "${digits[@]}"
 fi
 export DAFUSE_TRAIN_CACHE=$work/cache
-# A main.cpp left in the cache folder is not compiled in place of dafuse-train's own: the
-# generated unit includes its sources by absolute path.
+# A run.hpp left in the cache folder is not compiled in place of dafuse-train's own: the
+# generated unit includes its headers by absolute path.
 mkdir -m 0700 "$work/cache"
-printf '#error a main.cpp in the cache folder was compiled\n' >"$work/cache/main.cpp"
+printf '#error a run.hpp in the cache folder was compiled\n' >"$work/cache/run.hpp"
 expect 0 "dafuse-train: compiling this network's step (once; cached in $work/cache)" -- \
   "${net[@]}" "${digits[@]}" --json "$work/custom.json" --curves "$work/custom"
+# The unit holds the network's registry entry only; the rest of dafuse-train is prebuilt
+# (dafuse-train-cli.o) and linked, not compiled again for each network (issue 47).
+unit=$(ls "$work/cache"/network-*.cpp 2>/dev/null | head -n 1)
+if [ -z "$unit" ] || ! grep -q 'registry.hpp"$' "$unit" || grep -q 'main\.cpp"$' "$unit"; then
+  echo "FAIL: the generated unit is not a registry entry alone:"
+  sed 's/^/  | /' "${unit:-/dev/null}" | head -12
+  failures=$((failures + 1))
+fi
 # The plot of a network of the command line is titled with its description, not "custom".
 grep -qF "dafuse-train 256-64 tanh, 10 classes" "$work/custom.svg" ||
   { echo "FAIL: the custom network's plot is not titled with its description";
     failures=$((failures + 1)); }
-rm -f "$work/cache/main.cpp"
+rm -f "$work/cache/run.hpp"
 first=$("$exe" "${net[@]}" "${digits[@]}" 2>&1)
 if grep -q "compiling" <<<"$first" || ! grep -q "model custom: 60 steps" <<<"$first"; then
   echo "FAIL: the second run of a network did not run from the cache:"
@@ -384,6 +392,47 @@ npy() {
   } >"$1"
 }
 npy "$work/flat.npy" "(4, 256)"
+# Data that does not fit a network of the command line is refused before anything is compiled
+# (issue 47), from the options and the NPY headers and labels: the cache folder is never created,
+# a stand-in compiler that leaves a mark never runs, and each refusal takes under 5 s (milliseconds
+# on a quiet machine).
+printf '%s\n' '#!/bin/sh' "touch '$work/compiled'" 'exit 1' >"$work/markcc"
+chmod +x "$work/markcc"
+npy "$work/float_labels.npy" "(2000,)" "<f4"
+npy "$work/short_labels.npy" "(1999,)" "<i4"
+npy "$work/labels4.npy" "(4,)" "<i4"
+npy "$work/rgb4.npy" "(4, 16, 16, 3)"
+export DAFUSE_TRAIN_CACHE=$work/precheck-cache DAFUSE_TRAIN_CXX=$work/markcc
+refused() {  # refused STATUS TEXT -- ARGS...: as expect, and quickly, compiling nothing
+  local start=$SECONDS
+  expect "$@"
+  if [ $((SECONDS - start)) -ge 5 ] || [ -e "$work/compiled" ] || [ -e "$DAFUSE_TRAIN_CACHE" ]; then
+    echo "FAIL: a mistake took $((SECONDS - start)) s or compiled something: ${*:4}"
+    failures=$((failures + 1))
+  fi
+  rm -rf "$work/compiled" "$DAFUSE_TRAIN_CACHE"
+}
+fit=(--source "$shipped/mnist_images.npy" --source-labels "$shipped/mnist_labels.npy"
+     --target "$shipped/usps_images.npy" --target-labels "$shipped/usps_labels.npy")
+refused 1 "mnist_images.npy: feature width: expected 255 (--features 255,64: the network reads rows of 255 features), found 256 (source features of shape (2000, 16, 16))" \
+  -- --features 255,64 --classifier 64,10 "${fit[@]}"
+refused 1 "mnist_labels.npy: labels[" -- --features 256,64 --classifier 64,9 "${fit[@]}"
+refused 1 "expected a class in [0, 9) (--classifier 64,9: 9 classes; the labels of" -- \
+  --features 256,64 --classifier 64,9 "${fit[@]}"
+refused 1 "float_labels.npy: descr: expected an integer type" -- --features 256,64 \
+  --classifier 64,10 --source "$shipped/mnist_images.npy" --source-labels "$work/float_labels.npy" \
+  --target "$shipped/usps_images.npy"
+refused 1 "short_labels.npy: shape: expected [2000] to match" -- --features 256,64 \
+  --classifier 64,10 --source "$shipped/mnist_images.npy" --source-labels "$work/short_labels.npy" \
+  --target "$shipped/usps_images.npy"
+refused 1 "rgb4.npy: feature width: expected 256 (--features 256,64" -- --features 256,64 \
+  --classifier 64,10 "${fit[@]}" --target-test "$work/rgb4.npy" --target-test-labels "$work/labels4.npy"
+refused 1 "$work/missing.npy: cannot open" -- --features 256,64 --classifier 64,10 \
+  --source "$shipped/mnist_images.npy" --source-labels "$shipped/mnist_labels.npy" \
+  --target "$work/missing.npy"
+refused 2 "--source-labels: expected the source labels" -- --features 256,64 --classifier 64,10 \
+  --source "$shipped/mnist_images.npy" --target "$shipped/usps_images.npy"
+unset DAFUSE_TRAIN_CACHE DAFUSE_TRAIN_CXX
 npy "$work/rgb.npy" "(4, 16, 16, 3)"
 npy "$work/wide.npy" "(4, 8, 32)"
 npy "$work/nhwc.npy" "(40, 16, 16, 1)"

@@ -5,7 +5,8 @@
 # FetchContent of the source tree and through find_package of an installed dafuse moved to another
 # prefix (both package files find the headers from their own place); the FetchContent build
 # precompiles the umbrella header (docs/usage.md, "Compile times"). Also checks that Meson and
-# CMake install the same files, and that `meson install` installs dafuse-train (with its sources).
+# CMake install the same files, and that `meson install` installs dafuse-train (with its headers
+# and prebuilt part).
 set -euo pipefail
 src=$(cd "$1" && pwd)
 # The C++ compiler every build here uses (Meson, Make and CMake all read CXX).
@@ -77,4 +78,7 @@ meson introspect --installed "$work/cli-build" | grep -q '"[^"]*/bin/dafuse-trai
 # with the sources it compiles a network given on its command line from (docs/cli.md).
 meson introspect --installed "$work/cli-build" | grep -q '"[^"]*/share/dafuse/dafuse-train/run.hpp"' \
   || fail "meson install would not install dafuse-train's sources for its networks"
+# and the prebuilt part a network's program links (apps/dafuse_train/meson.build, issue 47).
+meson introspect --installed "$work/cli-build" | grep -q '"[^"]*/dafuse-train/dafuse-train-cli.o"' \
+  || fail "meson install would not install dafuse-train's prebuilt part for its networks"
 echo "consumer: all builds passed"
