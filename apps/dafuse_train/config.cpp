@@ -343,6 +343,9 @@ A network of any width instead of --model (compiled once, then cached; docs/cli.
   --clip C              none (default), global_norm (--max-grad-norm)
   --head H              dann (default), source_only, cdan, cdan_e, coral, mmd, mmd_linear, mcc,
                         cdan_e+mcc (CDAN+E plus MCC, each weighted by --lambda-max), mdd
+                        --lambda-max to start with (docs/start_here.md): dann, cdan, cdan_e,
+                        mmd, mcc, mdd 1 (0.03-0.1 on sparse text); coral 300-10000 (its loss
+                        is divided by 4 x width^2: at 1 it does nothing)
   --network FILE        the same as lines "features = 256,128:relu" ('#' comments)
 
 Training (absent: the model's defaults, shown by --list; lr > 0, momentum, lambda >= 0)
