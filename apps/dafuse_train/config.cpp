@@ -151,10 +151,13 @@ config parse(int argc, char** argv) {
     else if (arg == "--network") {
       read_network_file(value, c.network);  // later words win, the file's or the options'
       c.network_policies_given = true;
-    } else if (arg == "--precision" || arg == "--clip" || arg == "--head") {
+    } else if (arg == "--precision" || arg == "--clip" || arg == "--head" || arg == "--optim" ||
+               arg == "--schedule") {
       (arg == "--precision" ? c.network.precision
        : arg == "--clip"    ? c.network.clip
-                            : c.network.head) = value;
+       : arg == "--head"    ? c.network.head
+       : arg == "--optim"   ? c.network.optim
+                            : c.network.schedule) = value;
       c.network_policies_given = true;
     } else if (arg == "--source")
       c.source = value;
@@ -180,6 +183,8 @@ config parse(int argc, char** argv) {
       c.momentum = to_double(arg, value, sign::non_negative);
     else if (arg == "--lambda-max")
       c.lambda_max = to_double(arg, value, sign::non_negative);
+    else if (arg == "--weight-decay")
+      c.weight_decay = to_double(arg, value, sign::non_negative);
     else if (arg == "--max-grad-norm")
       c.max_grad_norm = to_double(arg, value, sign::positive);
     else if (arg == "--seed")
@@ -239,7 +244,7 @@ config parse(int argc, char** argv) {
     complete_network(c.network);
   } else if (c.network_policies_given) {
     throw usage_error(
-        "--sparse, --precision, --clip and --head: expected with a network of "
+        "--sparse, --precision, --clip, --head, --optim and --schedule: expected with a network of "
         "your own (--features ...); a registry model has its policies (--list)");
   } else if (c.model.empty()) {
     throw usage_error("--model: expected a model name (see --list), or a network (--features)");
@@ -346,10 +351,13 @@ A network of any width instead of --model (compiled once, then cached; docs/cli.
                         --lambda-max to start with (docs/start_here.md): dann, cdan, cdan_e,
                         mmd, mcc, mdd 1 (0.03-0.1 on sparse text); coral 300-10000 (its loss
                         is divided by 4 x width^2: at 1 it does nothing)
+  --optim O             sgd (default; --momentum), adam, adamw (betas 0.9, 0.999)
+  --schedule S          ganin (default: lambda ramps from 0, lr anneals), tllib, constant
   --network FILE        the same as lines "features = 256,128:relu" ('#' comments)
 
 Training (absent: the model's defaults, shown by --list; lr > 0, momentum, lambda >= 0)
   --steps N  --batch B  --lr X  --momentum X  --lambda-max X  --max-grad-norm X  --seed S
+  --weight-decay X      L2 penalty (sgd, adam) or decoupled decay (adamw); default 0
   --threads N           OpenMP threads
 
 Evaluation and selection

@@ -34,9 +34,10 @@ struct config {
   //! A network of any width (--features, --classifier, --discriminator, --sparse, --precision,
   //! --clip, --head, --network FILE) instead of a registry model: compiled once (jit.hpp).
   network_text network;
-  bool network_policies_given = false;  //!< --sparse, --precision, --clip or --head was given
-  std::string source, source_labels;    //!< features (NPY, or a CSR prefix) and labels
-  std::string target, target_labels;    //!< target labels are optional and only reported
+  //! --sparse, --precision, --clip, --head, --optim or --schedule was given
+  bool network_policies_given = false;
+  std::string source, source_labels;  //!< features (NPY, or a CSR prefix) and labels
+  std::string target, target_labels;  //!< target labels are optional and only reported
   //! A labelled target test set (--target-test, --target-test-labels): never trained on, only
   //! reported, with the model the run ends with.
   std::string target_test, target_test_labels;
@@ -45,6 +46,7 @@ struct config {
   //! Absent: the model's default. Given values are checked (lr > 0, momentum and λ_max >= 0),
   //! never silently replaced.
   std::optional<double> lr, momentum, lambda_max;
+  double weight_decay = 0;  //!< L2 penalty (sgd, adam) or decoupled decay rate (adamw)
   double max_grad_norm = 1;
   std::uint64_t seed = 1;
   long eval_every = 0;

@@ -168,10 +168,14 @@ void read_network_file(const std::string& path, network_text& n) {
       n.clip = value;
     } else if (key == "head") {
       n.head = value;
+    } else if (key == "optim") {
+      n.optim = value;
+    } else if (key == "schedule") {
+      n.schedule = value;
     } else {
       throw usage_error(where +
                         ": expected a key features, classifier, discriminator, sparse, "
-                        "precision, clip or head, found '" +
+                        "precision, clip, head, optim or schedule, found '" +
                         key + "'");
     }
   }
@@ -188,6 +192,8 @@ void complete_network(network_text& n) {
   check_choice("--head", n.head,
                {"dann", "source_only", "cdan", "cdan_e", "coral", "mmd", "mmd_linear", "mcc",
                 "cdan_e+mcc", "mdd"});
+  check_choice("--optim", n.optim, {"sgd", "adam", "adamw"});
+  check_choice("--schedule", n.schedule, {"ganin", "tllib", "constant"});
   const long features = n.features.widths.back();
   const long classes = n.classifier.widths.back();
   if (n.classifier.widths.front() != features)
@@ -247,9 +253,9 @@ std::string step_type_text(const network_text& n) {
   const std::string precision = n.precision == "fp16"
                                     ? "df::precision::fp16<df::loss_scale::dynamic>"
                                     : "df::precision::" + n.precision;
-  // Every head with Ganin's schedules; "a+b" is head::combine of the two.
-  const auto head = [](const std::string& name) {
-    return "df::head::" + name + "<df::schedule::ganin>";
+  // Every head with the one schedule; "a+b" is head::combine of the two.
+  const auto head = [&](const std::string& name) {
+    return "df::head::" + name + "<df::schedule::" + n.schedule + ">";
   };
   const std::size_t plus = n.head.find('+');
   const std::string head_type = plus == std::string::npos
@@ -257,7 +263,8 @@ std::string step_type_text(const network_text& n) {
                                     : "df::head::combine<" + head(n.head.substr(0, plus)) + ", " +
                                           head(n.head.substr(plus + 1)) + ">";
   return "df::train_step<" + net + ", " + (n.sparse ? "df::loader::sync" : "df::loader::resident") +
-         ", " + precision + ", df::clip::" + n.clip + ", " + head_type + ", df::optim::sgd>";
+         ", " + precision + ", df::clip::" + n.clip + ", " + head_type + ", df::optim::" + n.optim +
+         ">";
 }
 
 std::string network_description(const network_text& n) {
@@ -272,7 +279,8 @@ std::string network_description(const network_text& n) {
   return (n.sparse ? "CSR " : "") + module(n.features, true) + ", " +
          std::to_string(n.classifier.widths.back()) + " classes (" + module(n.classifier, false) +
          "), " + module(n.discriminator, false) + " discriminator; " + n.precision + ", " + n.clip +
-         " clip, " + n.head;
+         " clip, " + n.head + (n.optim == "sgd" ? "" : ", " + n.optim) +
+         (n.schedule == "ganin" ? "" : ", " + n.schedule + " schedule");
 }
 
 }  // namespace dafuse_train

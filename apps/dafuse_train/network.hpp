@@ -25,6 +25,8 @@ struct network_text {
   std::string clip = "none";       //!< none, global_norm
   std::string head = "dann";  //!< dann, source_only, cdan, cdan_e, coral, mmd, mmd_linear, mcc,
                               //!< cdan_e+mcc, mdd
+  std::string optim = "sgd";  //!< sgd, adam, adamw
+  std::string schedule = "ganin";  //!< ganin, tllib, constant: λ and the learning rate over p
   bool given() const { return features.given || classifier.given || discriminator.given; }
 };
 
@@ -33,7 +35,7 @@ struct network_text {
 module_text parse_module(const std::string& option, const std::string& text);
 
 //! Reads a --network file: one "key = value" a line (features, classifier, discriminator, sparse,
-//! precision, clip, head; '#' starts a comment) into `n`, over what it held.
+//! precision, clip, head, optim, schedule; '#' starts a comment) into `n`, over what it held.
 void read_network_file(const std::string& path, network_text& n);
 
 //! Checks the network and fills the defaults (G_d: linear from the features, or from

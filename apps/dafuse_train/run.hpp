@@ -583,6 +583,7 @@ void write_json(const std::string& path,
   j += "], \"steps\": " + std::to_string(args.steps) +
        ", \"batch\": " + std::to_string(args.batch) + ", \"lr\": " + number(args.lr) +
        ", \"momentum\": " + number(args.momentum) + ", \"lambda_max\": " + number(args.lambda_max) +
+       ", \"weight_decay\": " + number(args.weight_decay) +
        ", \"max_grad_norm\": " + (outcome.clipped ? number(args.max_grad_norm) : "null") +
        ", \"seed\": " + std::to_string(args.seed) +
        ", \"eval_every\": " + std::to_string(o.eval_every) +
@@ -976,6 +977,7 @@ int run_model(const config& c, const model_entry& m) {
   args.lr = float(c.lr.value_or(m.defaults.lr));
   args.momentum = float(c.momentum.value_or(m.defaults.momentum));
   args.lambda_max = float(c.lambda_max.value_or(m.defaults.lambda_max));
+  args.weight_decay = float(c.weight_decay);
   args.max_grad_norm = float(c.max_grad_norm);
   args.seed = c.seed;
   args.init = df::nn::weight_init::torch_default;

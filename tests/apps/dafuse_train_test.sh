@@ -95,7 +95,7 @@ expect 2 "--features: expected leaky_relu=SLOPE with a finite SLOPE > 0" -- \
   --features 256,64:leaky_relu=-1 --classifier 64,10 --source a.npy --target b.npy
 expect 2 "--model: expected either a registry model or a network" -- --model digits-dann \
   "${net[@]}" --source a.npy --target b.npy
-expect 2 "--sparse, --precision, --clip and --head: expected with a network of your own" -- \
+expect 2 "--sparse, --precision, --clip, --head, --optim and --schedule: expected with a network of your own" -- \
   --model digits-dann --precision bf16 --source a.npy --target b.npy
 printf 'features = 256,64\nwidth = 3\n' >"$work/bad.net"
 expect 2 "$work/bad.net:2: expected a key features, classifier" -- --network "$work/bad.net" \
@@ -372,6 +372,20 @@ if ls "$work/cache" | grep -q "\.$killed\(\.cpp\|\.log\)\?$"; then
   ls "$work/cache"
   failures=$((failures + 1))
 fi
+# The optimizer, schedule and weight decay of a network of one's own (issue 47): an unknown one
+# is refused before compiling; Adam with a constant schedule compiles, trains and says so.
+expect 2 "--optim: expected one of sgd, adam, adamw, found 'rmsprop'" -- "${net[@]}" \
+  --optim rmsprop "${digits[@]}"
+expect 2 "--schedule: expected one of ganin, tllib, constant, found 'cosine'" -- "${net[@]}" \
+  --schedule cosine "${digits[@]}"
+expect 2 "--weight-decay" -- "${net[@]}" --weight-decay -1 "${digits[@]}"
+export DAFUSE_TRAIN_CACHE=$work/optim-cache
+expect 0 "model custom: 60 steps" -- --features 256,32 --classifier 32,10 --optim adam \
+  --schedule constant --lr 0.001 --weight-decay 0.01 "${digits[@]}" --json "$work/adam.json"
+grep -qF '"weight_decay": 0.01' "$work/adam.json" &&
+  grep -qF 'dann, adam, constant schedule"' "$work/adam.json" ||
+  { echo "FAIL: the JSON does not say Adam, the constant schedule and the weight decay";
+    grep -o '"description": "[^"]*"' "$work/adam.json"; failures=$((failures + 1)); }
 unset DAFUSE_TRAIN_CACHE
 
 # The CNN entries: listed with their image shape; data of another shape refused before it is read
