@@ -29,3 +29,13 @@
 #else
 #define DAFUSE_HAS_OPENMP 0
 #endif
+
+// Without OpenMP every step runs on one thread, which a user who forgot -fopenmp would not
+// otherwise learn. GCC prints #pragma message as a note; clang prints it as a warning, which
+// -Werror would make fatal, so only GCC says it. DAFUSE_SERIAL says one thread is meant.
+#if !DAFUSE_HAS_OPENMP && !defined(DAFUSE_SERIAL) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__CUDACC__)
+#pragma message( \
+    "dafuse: built without OpenMP, so every step runs on one thread: add -fopenmp (CMake: " \
+    "OpenMP::OpenMP_CXX), or define DAFUSE_SERIAL if one thread is meant")
+#endif
