@@ -35,7 +35,7 @@
 // -Werror would make fatal, so only GCC says it. DAFUSE_SERIAL says one thread is meant.
 #if !DAFUSE_HAS_OPENMP && !defined(DAFUSE_SERIAL) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(__CUDACC__)
-#pragma message( \
+#pragma message(                                                                            \
     "dafuse: built without OpenMP, so every step runs on one thread: add -fopenmp (CMake: " \
     "OpenMP::OpenMP_CXX), or define DAFUSE_SERIAL if one thread is meant")
 #endif
