@@ -815,6 +815,7 @@ int run_sweep_model(const config& c,
   o.max_concurrent = int(c.sweep.parallel);
   const df::sweep_plan plan =
       df::plan_sweep(g.runs(), df::usable_processors(), o.threads_per_run, o.max_concurrent);
+  check_batch_memory<Step>(args, plan.concurrent);  // P steps live at once
   const bool labelled = d.target.has_labels() || d.target_test.has_value();
   if (!c.quiet) {
     std::fprintf(stderr,
@@ -909,7 +910,7 @@ int run_sweep_model(const config& c,
 //! for every larger B: what it says cannot fit never could, and a batch it lets through is left
 //! to the allocation, whose failure train_step names too.
 template <class Step>
-void check_batch_memory(const df::fit_args& args) {
+void check_batch_memory(const df::fit_args& args, int trainings_at_once = 1) {
   if (args.batch <= 3) return;
   df::fit_args probe = args;
   probe.eval_chunk = 1;
@@ -919,15 +920,19 @@ void check_batch_memory(const df::fit_args& args) {
     return double(Step(probe).memory_bytes());
   };
   const double at2 = bytes_at(2), at3 = bytes_at(3), per_row = std::max(at3 - at2, 1.0);
-  const double needed = at3 + per_row * double(args.batch - 3);
+  const double copies = std::max(trainings_at_once, 1);
+  const double needed = copies * (at3 + per_row * double(args.batch - 3));
   const double memory = double(df::detail::physical_memory_bytes());
   if (needed <= memory) return;
-  const auto most = long(std::max(3.0, 3 + std::floor((memory - at3) / per_row)));
-  throw usage_error("--batch: expected at most about " + std::to_string(most) +
-                    " rows a domain (a step of --batch " + std::to_string(args.batch) +
-                    " needs at least " + std::to_string(std::uint64_t(needed)) +
-                    " bytes, this machine has " + std::to_string(std::uint64_t(memory)) +
-                    "), found " + std::to_string(args.batch));
+  const auto most = long(std::max(3.0, 3 + std::floor((memory / copies - at3) / per_row)));
+  const std::string steps =
+      copies > 1 ? std::to_string(trainings_at_once) + " steps at once (--sweep-parallel)"
+                 : "a step";
+  throw usage_error(
+      "--batch: expected at most about " + std::to_string(most) + " rows a domain (" + steps +
+      " of --batch " + std::to_string(args.batch) + (copies > 1 ? " need" : " needs") +
+      " at least " + std::to_string(std::uint64_t(needed)) + " bytes, this machine has " +
+      std::to_string(std::uint64_t(memory)) + "), found " + std::to_string(args.batch));
 }
 
 //! Loads, trains and reports one model of the registry: `Step` is its step type.

@@ -817,6 +817,17 @@ expect 2 "--batch: expected at most about" -- "${net[@]}" "${src[@]}" "${tgt[@]}
   --batch 1000000000 --steps 1 --quiet
 expect 2 "--curve-every: expected at most" -- --model digits-dann "${src[@]}" "${tgt[@]}" \
   --steps 1000000000000 --curve-every 1 --curves "$work/huge" --quiet
+# A sweep holds one step per training it runs at once: a batch one step fits, but two do not,
+# is refused for a sweep of two at once, before either step is built.
+if [ "$(nproc)" -ge 2 ]; then
+  most=$("$exe" --model digits-dann "${src[@]}" "${tgt[@]}" --batch 1000000000 --steps 1 \
+    --quiet 2>&1 | sed -n 's/.*expected at most about \([0-9]*\) rows.*/\1/p')
+  expect 2 "2 steps at once (--sweep-parallel) of --batch $((most * 3 / 4)) need at least" -- \
+    --model digits-dann "${src[@]}" "${tgt[@]}" --batch $((most * 3 / 4)) --steps 1 --quiet \
+    --sweep seeds=1,2 --sweep-parallel 2 --threads 1
+else
+  echo "skipped: the sweep's batch estimate needs two processors (two trainings at once)"
+fi
 # A Python with numpy builds the bad inputs: the one on PATH, else Debian's.
 numpy_python=
 for p in python3 /usr/bin/python3; do
