@@ -779,6 +779,38 @@ df::sweep_result reverse_sweep(const run_data<Data>& d,
   });
 }
 
+//! Refuses (naming --batch) a batch whose step cannot fit in this machine's memory, before the
+//! step allocates anything by it. The step's bytes are convex in the batch B (buffers of rows,
+//! MMD's rows², the larger of the training and evaluation scratch), so the line through steps
+//! of B = 2 and 3 (evaluated one row at a time, sparse batches with the least room) is below them
+//! for every larger B: what it says cannot fit never could, and a batch it lets through is left
+//! to the allocation, whose failure train_step names too.
+template <class Step>
+void check_batch_memory(const df::fit_args& args, int trainings_at_once = 1) {
+  if (args.batch <= 3) return;
+  df::fit_args probe = args;
+  probe.eval_chunk = 1;
+  if (probe.sparse_nonzeros > 0) probe.sparse_nonzeros = 1;
+  const auto bytes_at = [&](df::index_t batch) {
+    probe.batch = batch;
+    return double(Step(probe).memory_bytes());
+  };
+  const double at2 = bytes_at(2), at3 = bytes_at(3), per_row = std::max(at3 - at2, 1.0);
+  const double copies = std::max(trainings_at_once, 1);
+  const double needed = copies * (at3 + per_row * double(args.batch - 3));
+  const double memory = double(df::detail::physical_memory_bytes());
+  if (needed <= memory) return;
+  const auto most = long(std::max(3.0, 3 + std::floor((memory / copies - at3) / per_row)));
+  const std::string steps =
+      copies > 1 ? std::to_string(trainings_at_once) + " steps at once (--sweep-parallel)"
+                 : "a step";
+  throw usage_error(
+      "--batch: expected at most about " + std::to_string(most) + " rows a domain (" + steps +
+      " of --batch " + std::to_string(args.batch) + (copies > 1 ? " need" : " needs") +
+      " at least " + std::to_string(std::uint64_t(needed)) + " bytes, this machine has " +
+      std::to_string(std::uint64_t(memory)) + "), found " + std::to_string(args.batch));
+}
+
 //! --sweep: trains the grid in parallel (train/sweep.hpp) and reports every configuration, the
 //! validator's choice and, apart and labelled, the oracle's.
 template <class Step, class Data>
@@ -903,37 +935,6 @@ int run_sweep_model(const config& c,
   return r.selected >= 0 ? 0 : exit_diverged;
 }
 
-//! Refuses (naming --batch) a batch whose step cannot fit in this machine's memory, before the
-//! step allocates anything by it. The step's bytes are convex in the batch B (buffers of rows,
-//! MMD's rows², the larger of the training and evaluation scratch), so the line through steps
-//! of B = 2 and 3 (evaluated one row at a time, sparse batches with the least room) is below them
-//! for every larger B: what it says cannot fit never could, and a batch it lets through is left
-//! to the allocation, whose failure train_step names too.
-template <class Step>
-void check_batch_memory(const df::fit_args& args, int trainings_at_once = 1) {
-  if (args.batch <= 3) return;
-  df::fit_args probe = args;
-  probe.eval_chunk = 1;
-  if (probe.sparse_nonzeros > 0) probe.sparse_nonzeros = 1;
-  const auto bytes_at = [&](df::index_t batch) {
-    probe.batch = batch;
-    return double(Step(probe).memory_bytes());
-  };
-  const double at2 = bytes_at(2), at3 = bytes_at(3), per_row = std::max(at3 - at2, 1.0);
-  const double copies = std::max(trainings_at_once, 1);
-  const double needed = copies * (at3 + per_row * double(args.batch - 3));
-  const double memory = double(df::detail::physical_memory_bytes());
-  if (needed <= memory) return;
-  const auto most = long(std::max(3.0, 3 + std::floor((memory / copies - at3) / per_row)));
-  const std::string steps =
-      copies > 1 ? std::to_string(trainings_at_once) + " steps at once (--sweep-parallel)"
-                 : "a step";
-  throw usage_error(
-      "--batch: expected at most about " + std::to_string(most) + " rows a domain (" + steps +
-      " of --batch " + std::to_string(args.batch) + (copies > 1 ? " need" : " needs") +
-      " at least " + std::to_string(std::uint64_t(needed)) + " bytes, this machine has " +
-      std::to_string(std::uint64_t(memory)) + "), found " + std::to_string(args.batch));
-}
 
 //! Loads, trains and reports one model of the registry: `Step` is its step type.
 template <class Step>
