@@ -824,7 +824,7 @@ if [ "$(nproc)" -ge 2 ]; then
     --quiet 2>&1 | sed -n 's/.*expected at most about \([0-9]*\) rows.*/\1/p')
   expect 2 "2 steps at once (--sweep-parallel) of --batch $((most * 3 / 4)) need at least" -- \
     --model digits-dann "${src[@]}" "${tgt[@]}" --batch $((most * 3 / 4)) --steps 1 --quiet \
-    --sweep seeds=1,2 --sweep-parallel 2 --threads 1
+    --sweep seeds=1,2 --sweep-parallel 2 --threads 1 --validator im
 else
   echo "skipped: the sweep's batch estimate needs two processors (two trainings at once)"
 fi
