@@ -15,6 +15,7 @@
 //
 // Seeds: run with DAFUSE_FUZZ_WRITE_SEEDS=DIR to write valid model files of both networks (with
 // and without preprocessing), in both layouts, into DIR and exit; scripts/fuzz does.
+#include <dafuse/core/file.hpp>
 #include <dafuse/data/npz.hpp>
 #include <dafuse/nn/conv2d.hpp>
 #include <dafuse/train/model_file.hpp>
@@ -47,20 +48,11 @@ using conv_net = df::nn::dann_net<df::nn::conv_net<df::nn::image<5, 4, 2>,
                                   df::nn::linear<4, 3>,
                                   df::nn::linear<4, 1>>;
 
-std::vector<unsigned char> file_bytes(const std::filesystem::path& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) std::abort();
-  std::vector<unsigned char> b;
-  for (int c; (c = std::fgetc(f)) != EOF;) b.push_back(static_cast<unsigned char>(c));
-  std::fclose(f);
-  return b;
-}
-
 void write_seed(const std::filesystem::path& dir,
                 int& n,
                 unsigned char network,
                 const std::filesystem::path& model) {
-  const std::vector<unsigned char> file = file_bytes(model);
+  const std::vector<unsigned char> file = df::detail::read_file(model, model.string());
   std::vector<unsigned char> raw{network};
   raw.insert(raw.end(), file.begin(), file.end());
   std::vector<unsigned char> listed{static_cast<unsigned char>(network | 1)};
