@@ -24,13 +24,6 @@ constexpr long max_width = 1'000'000;
 // 38 s and 1 GB to fail); no network of the papers dafuse follows has more than a handful.
 constexpr std::size_t max_layers = 64;
 
-std::string joined(const std::vector<long>& widths, const char* separator) {
-  std::string s;
-  for (std::size_t i = 0; i < widths.size(); ++i)
-    s += (i ? separator : "") + std::to_string(widths[i]);
-  return s;
-}
-
 // The fewest digits that read back as the same float.
 std::string shortest(float v) {
   char buf[32];
@@ -78,6 +71,13 @@ void check_choice(const std::string& option,
 }
 
 }  // namespace
+
+std::string joined(const std::vector<long>& widths, const char* separator) {
+  std::string s;
+  for (std::size_t i = 0; i < widths.size(); ++i)
+    s += (i ? separator : "") + std::to_string(widths[i]);
+  return s;
+}
 
 module_text parse_module(const std::string& option, const std::string& text) {
   module_text m;

@@ -30,6 +30,9 @@ struct network_text {
   bool given() const { return features.given || classifier.given || discriminator.given; }
 };
 
+//! The widths with `separator` between them ("256,128" with ",").
+std::string joined(const std::vector<long>& widths, const char* separator);
+
 //! Reads "W0,W1,...[:ACTIVATION]" for `option` (--features, ...); ACTIVATION is identity, relu,
 //! leaky_relu, leaky_relu=SLOPE, sigmoid or tanh. Throws usage_error naming the option.
 module_text parse_module(const std::string& option, const std::string& text);

@@ -20,12 +20,6 @@ bool is_npy(const std::string& path) {
   return path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
 }
 
-std::string widths_text(const std::vector<long>& widths) {
-  std::string s;
-  for (const long w : widths) s.append(s.empty() ? "" : ",").append(std::to_string(w));
-  return s;
-}
-
 // The rows of one domain as the program reads them (run.hpp's load_dense and load_sparse).
 struct rows_of {
   std::string origin;     // the features file, or the CSR prefix
@@ -77,7 +71,7 @@ void check_width(const rows_of& r, const module_text& features, std::string_view
   if (r.width != 0 && r.width != std::size_t(width))
     df::fail(
         r.origin, "feature width",
-        std::to_string(width) + " (--features " + widths_text(features.widths) + ": the " +
+        std::to_string(width) + " (--features " + joined(features.widths, ",") + ": the " +
             "network reads rows of " + std::to_string(width) + " features)",
         std::to_string(r.width) + " (" + std::string(side) + " features of shape " + r.shape + ")");
 }
@@ -91,7 +85,7 @@ void check_labels(const std::string& labels, const rows_of& r, const module_text
     if (y[i] < 0 || y[i] >= classes)
       df::fail(labels, "labels[" + std::to_string(i) + "]",
                "a class in [0, " + std::to_string(classes) + ") (--classifier " +
-                   widths_text(classifier.widths) + ": " + std::to_string(classes) +
+                   joined(classifier.widths, ",") + ": " + std::to_string(classes) +
                    " classes; the labels of " + r.origin + ")",
                std::to_string(y[i]));
 }
