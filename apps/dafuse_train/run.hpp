@@ -989,8 +989,8 @@ int run_model(const config& c, const model_entry& m) {
   args.init = df::nn::weight_init::torch_default;
   if (const df::status s = Step::can_implement(args); !s) throw df::error(s.message);
   activity() = "estimating the step's memory for --batch " + std::to_string(args.batch);
+  if (c.sweep.given) return run_sweep_model<Step>(c, m, d, args);  // checks its P steps' memory
   check_batch_memory<Step>(args);
-  if (c.sweep.given) return run_sweep_model<Step>(c, m, d, args);
 
   df::profiler prof;
   df::fit_options o;
