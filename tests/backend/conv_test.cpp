@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+namespace backend_conv_test {
+
 namespace {
 
 namespace nn = dafuse::nn;
@@ -286,12 +288,18 @@ double error_where_defined(const std::vector<double>& a, const std::vector<doubl
 
 }  // namespace
 
-TYPE_TO_STRING_AS("conv(tanh) pool conv(sigmoid, stride 2) dense", small_net);
-TYPE_TO_STRING_AS("pool conv(linear)", pool_first);
-TYPE_TO_STRING_AS("conv 16->2 first", wide_first);
-TYPE_TO_STRING_AS("conv 2->16, conv 16->3 (transposed input gradient)", wide_channels);
-TYPE_TO_STRING_AS("conv 32x32x8 chunked", chunked);
-TYPE_TO_STRING_AS("conv(relu) pool conv(relu) pool dense", relu_net);
+}  // namespace backend_conv_test
+
+// doctest names the types from the global namespace.
+TYPE_TO_STRING_AS("conv(tanh) pool conv(sigmoid, stride 2) dense", backend_conv_test::small_net);
+TYPE_TO_STRING_AS("pool conv(linear)", backend_conv_test::pool_first);
+TYPE_TO_STRING_AS("conv 16->2 first", backend_conv_test::wide_first);
+TYPE_TO_STRING_AS("conv 2->16, conv 16->3 (transposed input gradient)",
+                  backend_conv_test::wide_channels);
+TYPE_TO_STRING_AS("conv 32x32x8 chunked", backend_conv_test::chunked);
+TYPE_TO_STRING_AS("conv(relu) pool conv(relu) pool dense", backend_conv_test::relu_net);
+
+namespace backend_conv_test {
 
 TEST_CASE("im2col lays out each window's (kh, kw, c) values with zeros over the padding") {
   // 3 × 3 image, 2 channels, 2 × 2 kernel, padding 1, stride 2: 2 × 2 windows.
@@ -534,3 +542,5 @@ TEST_CASE_TEMPLATE("a conv, pool, conv, pool, flatten, dense stack matches PyTor
   CHECK(max_relative_error(as_double(dx.data(), dx.size()),
                            as_double(dx_ref.data(), dx_ref.size())) < tolerance);
 }
+
+}  // namespace backend_conv_test

@@ -13,6 +13,8 @@
 #include <sstream>
 #include <string>
 
+namespace backend_cpu_check_test {
+
 namespace {
 
 namespace host = dafuse::backend::host;
@@ -101,3 +103,5 @@ TEST_CASE("cpu_has agrees with /proc/cpuinfo and with what this test was compile
   for (const host::cpu_feature& f : host::cpu_features)
     CHECK_MESSAGE(host::cpu_has(f) == (flags.count(f.name) == 1), f.name);
 }
+
+}  // namespace backend_cpu_check_test

@@ -5,3 +5,5 @@
 #include <dafuse/backend/device/omp_device.hpp>
 
 #include "device_step_cases.hpp"
+
+namespace backend_device_executor_test {}  // namespace backend_device_executor_test

@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+namespace backend_gemm_bf16_test {
+
 namespace {
 
 namespace host = dafuse::backend::host;
@@ -240,3 +242,5 @@ TEST_CASE("bf16_products_native says which path is compiled in") {
   CHECK_FALSE(host::bf16_products_native);
 #endif
 }
+
+}  // namespace backend_gemm_bf16_test

@@ -29,6 +29,8 @@
 #include <omp.h>
 #endif
 
+namespace backend_gemm_test {
+
 namespace {
 
 namespace host = dafuse::backend::host;
@@ -924,3 +926,5 @@ TEST_CASE("an input-gradient product with a large A reads it in place and gives 
   CHECK(std::all_of(c.begin(), c.end(), [](float v) { return v == 7.0f; }));
 }
 #endif
+
+}  // namespace backend_gemm_test

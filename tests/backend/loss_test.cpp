@@ -14,6 +14,8 @@
 #include <limits>
 #include <vector>
 
+namespace backend_loss_test {
+
 namespace {
 
 namespace host = dafuse::backend::host;
@@ -116,3 +118,5 @@ TEST_CASE("batched softmax cross-entropy matches the per-sample function") {
   check_softmax_ce<double>(false);
   check_softmax_ce<double>(true);
 }
+
+}  // namespace backend_loss_test

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+namespace backend_sparse_test {
+
 namespace {
 
 namespace host = dafuse::backend::host;
@@ -337,3 +339,5 @@ TEST_CASE_TEMPLATE(
 }
 
 }  // namespace
+
+}  // namespace backend_sparse_test

@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+namespace backend_team_test {
+
 namespace {
 
 namespace host = dafuse::backend::host;
@@ -437,3 +439,5 @@ TEST_CASE("a sleeping level still holds a team, and the held step is reported to
                           pacer.steps_left() == 2 * host::team_pacer::first_backoff - 1;
   CHECK((counted || lost_again));
 }
+
+}  // namespace backend_team_test

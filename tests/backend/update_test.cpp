@@ -23,6 +23,8 @@
 #include <limits>
 #include <vector>
 
+namespace backend_update_test {
+
 namespace {
 
 namespace host = dafuse::backend::host;
@@ -281,3 +283,5 @@ TEST_CASE("for_each_slice covers a range once, in slices of whole cache lines on
     }
   }
 }
+
+}  // namespace backend_update_test

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+namespace core_buffer_test {
+
 namespace {
 
 using dafuse::buffer;
@@ -152,3 +154,5 @@ TEST_CASE_TEMPLATE("every buffer, copied or moved, starts on a 64-byte boundary"
     CHECK(moved.size() == n);
   }
 }
+
+}  // namespace core_buffer_test

@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+namespace core_file_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -296,3 +298,5 @@ TEST_CASE("quoted_bytes shows control bytes, quotes and backslashes escaped") {
   CHECK(dd::quoted_bytes(std::string_view("a\x1b[2Jb\n\\", 8)) == "'a\\x1b[2Jb\\x0a\\x5c'");
   CHECK(dd::quoted_bytes("x", '"') == "\"x\"");
 }
+
+}  // namespace core_file_test

@@ -13,6 +13,8 @@
 #include <limits>
 #include <vector>
 
+namespace core_half_test {
+
 namespace {
 
 // A 16-bit format as its list of non-negative finite values (ascending) with their bit
@@ -125,3 +127,5 @@ TEST_CASE("round_to<F> dispatches by format and leaves wide formats alone") {
   static_assert(dafuse::is_narrow<dafuse::number_format::bf16>);
   static_assert(!dafuse::is_narrow<dafuse::number_format::fp32>);
 }
+
+}  // namespace core_half_test

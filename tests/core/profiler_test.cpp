@@ -18,6 +18,8 @@
 #include <tuple>
 #include <vector>
 
+namespace core_profiler_test {
+
 namespace df = dafuse;
 using namespace std::chrono_literals;
 
@@ -591,3 +593,5 @@ TEST_CASE("peak_rss_bytes is positive and grows after touching a large allocatio
   MESSAGE("peak_rss_bytes is only implemented on Linux");
 #endif
 }
+
+}  // namespace core_profiler_test

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <vector>
 
+namespace core_rng_test {
+
 namespace {
 
 using dafuse::counter_rng;
@@ -188,3 +190,5 @@ TEST_CASE("below(n) stays in [0, n) and hits every value about equally often") {
   counter_rng one(11, rng_stream::user);
   for (int i = 0; i < 100; ++i) REQUIRE(one.below(1) == 0u);
 }
+
+}  // namespace core_rng_test

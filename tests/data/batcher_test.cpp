@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+namespace data_batcher_test {
+
 namespace {
 
 using dafuse::buffer;
@@ -218,3 +220,5 @@ TEST_CASE_TEMPLATE("a loader started at batch k fills what an uninterrupted one 
     for (std::size_t i = 0; i < ya.size(); ++i) REQUIRE(ya.data()[i] == yb.data()[i]);
   }
 }
+
+}  // namespace data_batcher_test

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+namespace data_csr_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -464,3 +466,5 @@ TEST_CASE("the Amazon dvd training set loads as 2000 rows of 5000 counts with 18
   for (const std::int32_t y : d.labels) positive += y == 1;
   CHECK(positive == 1000);
 }
+
+}  // namespace data_csr_test

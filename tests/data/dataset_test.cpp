@@ -16,6 +16,8 @@
 #include <system_error>
 #include <vector>
 
+namespace data_dataset_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -277,3 +279,5 @@ TEST_CASE("make_dataset rejects a value count that does not match the shape") {
       doctest::Contains("short.npy: features: expected 6 values for 2 rows of width 3, found 4"),
       dafuse::error);
 }
+
+}  // namespace data_dataset_test

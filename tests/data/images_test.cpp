@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+namespace data_images_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -171,3 +173,5 @@ TEST_CASE("the JDA MNIST digits load as images in [0, 1] equal to load_dataset's
   CHECK(d.features == ref.features);
   CHECK(d.labels == ref.labels);
 }
+
+}  // namespace data_images_test

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+namespace data_npy_map_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -219,3 +221,5 @@ TEST_CASE("mapped_npy refuses float data that does not start on a 4-byte boundar
                            .c_str(),
                        dafuse::error);
 }
+
+}  // namespace data_npy_map_test

@@ -21,6 +21,8 @@
 #include <type_traits>
 #include <vector>
 
+namespace data_npy_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -838,3 +840,5 @@ TEST_CASE("an array larger than the machine's memory is refused before anything 
       dafuse::error);
   if (peak.usable()) CHECK(peak.growth_bytes() < 4e6);
 }
+
+}  // namespace data_npy_test

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+namespace data_npz_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -295,3 +297,5 @@ TEST_CASE("loading reads each member straight into its bytes: the peak is about 
   CHECK(loaded[0].bytes[4096 * 7] == 7);
   if (peak.usable()) CHECK(peak.growth_bytes() < 1.1 * double(member_bytes));  // was 2x
 }
+
+}  // namespace data_npz_test

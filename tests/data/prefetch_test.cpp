@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+namespace data_prefetch_test {
+
 namespace {
 
 using dafuse::buffer;
@@ -286,3 +288,5 @@ TEST_CASE("prefetch's wait counts the time a fill is blocked on a slow worker") 
   CHECK(pre.wait_seconds() - before >= 0.030);
   CHECK(pre.last_wait_seconds() >= 0.010);
 }
+
+}  // namespace data_prefetch_test

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+namespace data_preprocessing_test {
+
 namespace {
 
 namespace dd = dafuse::data;
@@ -121,3 +123,5 @@ TEST_CASE("preprocessing refuses steps that do not fit the rows, naming the step
   CHECK_THROWS_AS(p.add(preprocess_kind::binarize, std::numeric_limits<float>::infinity()),
                   dafuse::error);
 }
+
+}  // namespace data_preprocessing_test

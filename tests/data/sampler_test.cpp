@@ -11,6 +11,8 @@
 #include <span>
 #include <vector>
 
+namespace data_sampler_test {
+
 namespace {
 
 using dafuse::index_t;
@@ -136,3 +138,5 @@ TEST_CASE("seek(k) continues exactly where k draws from the start left off") {
     CHECK(take(resumed, 12) == take(straight, 12));
   }
 }
+
+}  // namespace data_sampler_test

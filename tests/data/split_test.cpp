@@ -9,6 +9,8 @@
 #include <set>
 #include <vector>
 
+namespace data_split_test {
+
 namespace df = dafuse;
 
 namespace {
@@ -83,3 +85,5 @@ TEST_CASE("sample_rows takes evenly spaced rows, or all of them") {
   CHECK(s.row(3)[0] == 7.0f);
   CHECK(df::data::sample_rows(d, 20).rows == 10);
 }
+
+}  // namespace data_split_test

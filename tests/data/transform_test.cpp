@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+namespace data_transform_test {
+
 namespace {
 
 using dafuse::index_t;
@@ -425,3 +427,5 @@ TEST_CASE("transforms chain every kind and nest, and a later test set is transfo
       if (std::abs(z) > 1e-5) CHECK(got.row(i)[k] == (z > 0 ? 1.0f : 0.0f));
     }
 }
+
+}  // namespace data_transform_test

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+namespace data_validation_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -103,3 +105,5 @@ TEST_CASE("labels read from a file are checked against the class count by their 
   const auto parts = dafuse::data::split_validation(big, 0.5, 1);
   CHECK(parts.train.labels_origin.empty());
 }
+
+}  // namespace data_validation_test

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+namespace head_cdan_test {
+
 namespace df = dafuse;
 
 namespace {
@@ -231,3 +233,5 @@ TEST_CASE("CDAN+E step gradients equal finite differences with g and the weights
 TEST_CASE("CDAN with lambda = 0 leaves G_f to the label loss and still trains G_d") {
   check_gradients<df::head::cdan<df::schedule::constant>>(0.0);
 }
+
+}  // namespace head_cdan_test

@@ -16,6 +16,8 @@
 #include <ratio>
 #include <vector>
 
+namespace head_combine_test {
+
 namespace df = dafuse;
 namespace heads = df::test::heads;
 namespace head = df::head;
@@ -140,3 +142,5 @@ TEST_CASE("a sum refuses arguments its terms refuse, naming the term") {
   CHECK(df::test::throws_naming([] { step_type(df::fit_args{.batch = 4, .lambda_max = -1}); },
                                 {"lambda_max", "head::coral"}));
 }
+
+}  // namespace head_combine_test

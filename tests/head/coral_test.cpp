@@ -6,6 +6,8 @@
 
 #include <vector>
 
+namespace head_coral_test {
+
 namespace df = dafuse;
 namespace heads = df::test::heads;
 
@@ -52,3 +54,5 @@ TEST_CASE("head::coral draws target rows and trains no discriminator") {
   CHECK(df::head::coral<>::weight(args, df::progress{10, 10}) ==
         doctest::Approx(2.0).epsilon(1e-4));
 }
+
+}  // namespace head_coral_test

@@ -11,6 +11,8 @@
 #include <ratio>
 #include <vector>
 
+namespace head_mcc_test {
+
 namespace df = dafuse;
 namespace heads = df::test::heads;
 
@@ -58,3 +60,5 @@ TEST_CASE("head::mcc runs G_y on the target rows and writes their logit gradient
   CHECK(df::test::throws_naming([] { step(df::fit_args{.batch = 4, .lambda_max = -1}); },
                                 {"lambda_max", "head::mcc"}));
 }
+
+}  // namespace head_mcc_test

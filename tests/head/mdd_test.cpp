@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+namespace head_mdd_test {
+
 namespace df = dafuse;
 
 namespace {
@@ -265,3 +267,5 @@ TEST_CASE("MDD plus MCC (factor 1/2): the gradients are the sum of the terms' gr
         doctest::Approx(mdd_report.domain_loss + 0.5 * mcc_report.domain_loss).epsilon(1e-12));
   CHECK(report.domain_accuracy == mdd_report.domain_accuracy);
 }
+
+}  // namespace head_mdd_test

@@ -9,6 +9,8 @@
 #include <optional>
 #include <vector>
 
+namespace head_mmd_test {
+
 namespace df = dafuse;
 namespace heads = df::test::heads;
 
@@ -77,3 +79,5 @@ TEST_CASE("MMD of a batch whose rows are all the same is 0, with a zero gradient
   CHECK(r.domain_loss == doctest::Approx(0.0));
   for (const float g : step.gradients()) CHECK(std::isfinite(g));
 }
+
+}  // namespace head_mmd_test

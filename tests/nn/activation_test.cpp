@@ -7,6 +7,8 @@
 #include <cmath>
 #include <type_traits>
 
+namespace nn_activation_test {
+
 namespace {
 
 namespace nn = dafuse::nn;
@@ -29,12 +31,17 @@ using tanh_case = act_case<nn::tanh>;
 
 }  // namespace
 
-TYPE_TO_STRING_AS("identity", identity_case);
-TYPE_TO_STRING_AS("relu", relu_case);
-TYPE_TO_STRING_AS("leaky_relu", leaky_relu_case);
-TYPE_TO_STRING_AS("leaky_relu_t{0.2f}", leaky_relu_02_case);
-TYPE_TO_STRING_AS("sigmoid", sigmoid_case);
-TYPE_TO_STRING_AS("tanh", tanh_case);
+}  // namespace nn_activation_test
+
+// doctest names the types from the global namespace.
+TYPE_TO_STRING_AS("identity", nn_activation_test::identity_case);
+TYPE_TO_STRING_AS("relu", nn_activation_test::relu_case);
+TYPE_TO_STRING_AS("leaky_relu", nn_activation_test::leaky_relu_case);
+TYPE_TO_STRING_AS("leaky_relu_t{0.2f}", nn_activation_test::leaky_relu_02_case);
+TYPE_TO_STRING_AS("sigmoid", nn_activation_test::sigmoid_case);
+TYPE_TO_STRING_AS("tanh", nn_activation_test::tanh_case);
+
+namespace nn_activation_test {
 
 TEST_CASE_TEMPLATE("derivative_from_output(f(z)) matches a central finite difference of f",
                    C,
@@ -168,3 +175,5 @@ TEST_CASE("init_gain and init scheme follow He for the ReLU family and Glorot ot
   CHECK(nn::relu_t::init == nn::init_scheme::he_uniform);
   CHECK(nn::leaky_relu_t::init == nn::init_scheme::he_uniform);
 }
+
+}  // namespace nn_activation_test

@@ -13,6 +13,8 @@
 #include <type_traits>
 #include <vector>
 
+namespace nn_conv2d_test {
+
 namespace {
 
 namespace nn = dafuse::nn;
@@ -70,3 +72,5 @@ TEST_CASE("initialize draws a conv2d's weights from its fan-in K*K*C_in and zero
   CHECK(q_largest <= torch_bound);
   CHECK(q[c::weight_count] != 0.0);  // PyTorch draws conv biases too
 }
+
+}  // namespace nn_conv2d_test

@@ -6,6 +6,8 @@
 
 #include <type_traits>
 
+namespace nn_dann_net_test {
+
 namespace {
 
 namespace nn = dafuse::nn;
@@ -82,3 +84,5 @@ TEST_CASE("module_spec accepts mlp and linear and rejects other types") {
   CHECK_FALSE(nn::module_spec<int>);
   CHECK_FALSE(nn::module_spec<nn::dense<5, 3, nn::relu>>);
 }
+
+}  // namespace nn_dann_net_test

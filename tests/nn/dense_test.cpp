@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+namespace nn_dense_test {
+
 namespace {
 
 namespace nn = dafuse::nn;
@@ -224,13 +226,18 @@ double max_relative_error_where_defined(const std::vector<double>& a,
 
 }  // namespace
 
-TYPE_TO_STRING_AS("mlp<5,7,4,3,tanh>::stack<false>", tanh_logits);
-TYPE_TO_STRING_AS("mlp<5,7,4,3,tanh>::stack<true>", tanh_features);
-TYPE_TO_STRING_AS("sigmoid, leaky_relu_t{0.2f}, identity", sigmoid_leaky);
-TYPE_TO_STRING_AS("mlp<5,7,4,3,relu>::stack<false>", relu_logits);
-TYPE_TO_STRING_AS("mlp<5,7,4,3,relu>::stack<true>", relu_features);
-TYPE_TO_STRING_AS("mlp<5,6,3,leaky_relu>::stack<true>", leaky_features);
-TYPE_TO_STRING_AS("linear<5,3>::stack<false>", one_linear);
+}  // namespace nn_dense_test
+
+// doctest names the types from the global namespace.
+TYPE_TO_STRING_AS("mlp<5,7,4,3,tanh>::stack<false>", nn_dense_test::tanh_logits);
+TYPE_TO_STRING_AS("mlp<5,7,4,3,tanh>::stack<true>", nn_dense_test::tanh_features);
+TYPE_TO_STRING_AS("sigmoid, leaky_relu_t{0.2f}, identity", nn_dense_test::sigmoid_leaky);
+TYPE_TO_STRING_AS("mlp<5,7,4,3,relu>::stack<false>", nn_dense_test::relu_logits);
+TYPE_TO_STRING_AS("mlp<5,7,4,3,relu>::stack<true>", nn_dense_test::relu_features);
+TYPE_TO_STRING_AS("mlp<5,6,3,leaky_relu>::stack<true>", nn_dense_test::leaky_features);
+TYPE_TO_STRING_AS("linear<5,3>::stack<false>", nn_dense_test::one_linear);
+
+namespace nn_dense_test {
 
 // ---- Structure
 // -----------------------------------------------------------------------------------
@@ -734,3 +741,5 @@ TEST_CASE_TEMPLATE("row_sums adds every row in one order, wherever the output li
       }
     }
 }
+
+}  // namespace nn_dense_test

@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+namespace nn_grad_reversal_test {
+
 namespace {
 namespace nn = dafuse::nn;
 }  // namespace
@@ -73,3 +75,5 @@ TEST_CASE("grad_reversal backward is minus lambda times the finite-difference de
     }
   }
 }
+
+}  // namespace nn_grad_reversal_test

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+namespace nn_init_test {
+
 namespace {
 
 namespace nn = dafuse::nn;
@@ -233,3 +235,5 @@ TEST_CASE("torch_default initialisation of a 512x512 layer has variance 1/(3·fa
   const double variance = sum_sq / n - (sum / n) * (sum / n);
   CHECK(variance == doctest::Approx(1.0 / (3 * 512)).epsilon(0.05).scale(0));
 }
+
+}  // namespace nn_init_test

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <type_traits>
 
+namespace nn_lenet_test {
+
 namespace {
 
 namespace nn = dafuse::nn;
@@ -67,3 +69,5 @@ TEST_CASE("a conv_net is a dann_net feature extractor") {
   CHECK(net::classifier_offset % 16 == 0);
   CHECK(net::classifier_offset >= lenet::stack<true>::param_count);
 }
+
+}  // namespace nn_lenet_test

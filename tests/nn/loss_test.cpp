@@ -12,6 +12,8 @@
 #include <span>
 #include <vector>
 
+namespace nn_loss_test {
+
 namespace {
 
 namespace nn = dafuse::nn;
@@ -234,3 +236,5 @@ TEST_CASE_TEMPLATE("argmax returns the largest logit's index, the first on ties"
   const T one[] = {T(-7)};
   CHECK(nn::argmax(one, 1) == 0);
 }
+
+}  // namespace nn_loss_test

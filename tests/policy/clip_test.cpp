@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+namespace policy_clip_test {
+
 namespace {
 
 using dafuse::clip_scales;
@@ -169,3 +171,5 @@ TEST_CASE("clip::per_module_norm clips G_f+G_y and G_d against their own norms")
   CHECK(dafuse::clip::per_module_norm::can_implement(a).message.find(
             "fit_args.max_grad_norm_discriminator") != std::string::npos);
 }
+
+}  // namespace policy_clip_test

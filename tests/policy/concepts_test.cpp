@@ -14,6 +14,8 @@
 #include <limits>
 #include <string>
 
+namespace policy_concepts_test {
+
 namespace {
 
 namespace df = dafuse;
@@ -257,3 +259,5 @@ TEST_CASE("head::dann rejects a negative, NaN or infinite lambda_max naming the 
   // source_only reads no λ, so it does not care.
   CHECK(bool(df::head::source_only<>::can_implement(with_lambda_max(-1.0f))));
 }
+
+}  // namespace policy_concepts_test

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+namespace policy_optim_test {
+
 namespace {
 
 using dafuse::fit_args;
@@ -203,3 +205,5 @@ TEST_CASE("sgd rejects bad momentum, weight decay, dampening and Nesterov settin
     CHECK(s.message.find(c.field) != std::string::npos);
   }
 }
+
+}  // namespace policy_optim_test

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+namespace policy_precision_test {
+
 namespace {
 
 namespace df = dafuse;
@@ -133,3 +135,5 @@ TEST_CASE("each precision names its formats and its loss scaler") {
   static_assert(!df::loss_scale_policy<df::precision::fp32>);
   CHECK(true);
 }
+
+}  // namespace policy_precision_test

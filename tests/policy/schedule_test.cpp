@@ -9,6 +9,8 @@
 
 #include <cmath>
 
+namespace policy_schedule_test {
+
 namespace {
 
 using dafuse::schedule::constant;
@@ -113,3 +115,5 @@ TEST_CASE("tllib's schedule counts iterations: lambda at i = 1000 is 2/(1+e^-1)-
   }
   static_assert(dafuse::head_policy<dafuse::head::dann<tllib>>);
 }
+
+}  // namespace policy_schedule_test

@@ -7,6 +7,8 @@
 
 #include <string>
 
+namespace select_validator_test {
+
 namespace {
 
 namespace sel = dafuse::select;
@@ -39,3 +41,5 @@ TEST_CASE("parse_validator rejects an unknown name, naming the field and every v
 }
 
 }  // namespace
+
+}  // namespace select_validator_test

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+namespace select_validators_test {
+
 namespace {
 
 namespace sel = dafuse::select;
@@ -612,3 +614,5 @@ TEST_CASE("deep_embedded_validation and dev_risk reject losses that do not match
       },
       {"select::dev_risk", "weights", "-2"}));
 }
+
+}  // namespace select_validators_test

@@ -14,6 +14,8 @@
 #include <span>
 #include <vector>
 
+namespace step_conv_step_test {
+
 namespace {
 
 namespace nn = df::nn;
@@ -208,3 +210,5 @@ TEST_CASE(
   // columns), which the products' workspace must hold.
   CHECK(trained("parallel", 3, nullptr, 64) == trained("serial", 3, nullptr, 64));
 }
+
+}  // namespace step_conv_step_test

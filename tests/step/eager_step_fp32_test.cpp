@@ -3,6 +3,8 @@
 // other orders), its interface and argument checks, and its errors (eager_step_cases.hpp).
 #include "eager_step_cases.hpp"
 
+namespace step_eager_step_fp32_test {
+
 using namespace eager_cases;
 
 TEST_CASE_TEMPLATE("eager_step trains the weights train_step trains from the same arguments",
@@ -94,3 +96,5 @@ TEST_CASE("bad labels and sparse batches are errors that name the slot and chang
   fill(sparse, 0);
   CHECK_NOTHROW(sparse.run());  // usable again after the errors
 }
+
+}  // namespace step_eager_step_fp32_test

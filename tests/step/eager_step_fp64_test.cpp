@@ -3,6 +3,8 @@
 // clip policy and optimizer, both heads (eager_step_cases.hpp).
 #include "eager_step_cases.hpp"
 
+namespace step_eager_step_fp64_test {
+
 using namespace eager_cases;
 
 TEST_CASE_TEMPLATE("eager_step trains the weights train_step trains from the same arguments",
@@ -27,3 +29,5 @@ TEST_CASE_TEMPLATE("a non-finite batch skips the update in both steps alike",
                    adam_per_module_norm_fp64) {
   check_skips_non_finite<Case>();
 }
+
+}  // namespace step_eager_step_fp64_test

@@ -3,6 +3,8 @@
 // (eager_step_cases.hpp).
 #include "eager_step_cases.hpp"
 
+namespace step_eager_step_sparse_test {
+
 using namespace eager_cases;
 
 TEST_CASE_TEMPLATE("eager_step trains the weights train_step trains from the same arguments",
@@ -25,3 +27,5 @@ TEST_CASE_TEMPLATE("a non-finite batch skips the update in both steps alike",
                    sparse_adam_fp32) {
   check_skips_non_finite<Case>();
 }
+
+}  // namespace step_eager_step_sparse_test

@@ -3,6 +3,8 @@
 // per-thread partial sums on two threads or more (eager_step_cases.hpp).
 #include "eager_step_cases.hpp"
 
+namespace step_eager_step_wide_test {
+
 using namespace eager_cases;
 
 TEST_CASE_TEMPLATE("eager_step trains the weights train_step trains from the same arguments",
@@ -17,3 +19,5 @@ TEST_CASE_TEMPLATE("eager_step's raw gradients are train_step's, batch after bat
                    wide_global_norm_fp64) {
   check_raw_gradients<Case>();
 }
+
+}  // namespace step_eager_step_wide_test

@@ -9,6 +9,8 @@
 
 #include <vector>
 
+namespace step_gradient_check_test {
+
 namespace df = dafuse;
 
 namespace {
@@ -49,3 +51,5 @@ TEST_CASE("with lambda = 0 the feature gradient ignores the discriminator") {
 TEST_CASE("source-only step gradients equal finite differences of the label loss") {
   check_step_gradients<smooth_net, df::head::source_only<>>(0.0);
 }
+
+}  // namespace step_gradient_check_test

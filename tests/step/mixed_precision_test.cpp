@@ -11,6 +11,8 @@
 #include <cmath>
 #include <vector>
 
+namespace step_mixed_precision_test {
+
 namespace df = dafuse;
 
 namespace {
@@ -196,3 +198,5 @@ TEST_CASE("prediction in bf16 rounds the rows and weights it reads") {
   for (std::size_t i = 0; i < a.size(); ++i) same += a[i] == b[i];
   CHECK(same >= 180);
 }
+
+}  // namespace step_mixed_precision_test

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+namespace step_model_test {
+
 namespace df = dafuse;
 
 namespace {
@@ -224,3 +226,5 @@ TEST_CASE("model: with preprocessing, raw rows give the logits of the transforme
     CHECK(got == want);
   }
 }
+
+}  // namespace step_model_test

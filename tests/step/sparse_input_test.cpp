@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+namespace step_sparse_input_test {
+
 namespace df = dafuse;
 
 namespace {
@@ -391,3 +393,5 @@ TEST_CASE("too little room for a sparse batch is refused, naming fit_args.sparse
   CHECK(std::equal(roomy.parameters().begin(), roomy.parameters().end(), built.parameters.begin(),
                    [](float p, double q) { return double(p) == q; }));
 }
+
+}  // namespace step_sparse_input_test

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+namespace step_torch_vectors_test {
+
 namespace df = dafuse;
 
 namespace {
@@ -200,3 +202,5 @@ TEST_CASE("two bf16 DANN steps with norm clipping match PyTorch with bf16 roundi
 TEST_CASE("fp16 with a dynamic loss scale skips, backs off and grows as GradScaler does") {
   check_precision_variant<df::precision::fp16<df::loss_scale::dynamic>>("fp16", 8);
 }
+
+}  // namespace step_torch_vectors_test

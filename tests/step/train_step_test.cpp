@@ -12,6 +12,8 @@
 #include <limits>
 #include <vector>
 
+namespace step_train_step_test {
+
 namespace df = dafuse;
 
 namespace {
@@ -267,3 +269,5 @@ TEST_CASE("a step whose gradients are not finite is skipped and leaves the param
   CHECK_FALSE(next.skipped);
   CHECK(std::isfinite(next.label_loss));
 }
+
+}  // namespace step_train_step_test

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+namespace train_checkpoint_test {
+
 namespace df = dafuse;
 
 namespace {
@@ -472,3 +474,5 @@ TEST_CASE("crc32 gives the standard check value") {
   CHECK(df::detail::crc32(reinterpret_cast<const unsigned char*>(s.data()), s.size()) ==
         0xCBF43926u);
 }
+
+}  // namespace train_checkpoint_test

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+namespace train_curves_test {
+
 namespace df = dafuse;
 
 namespace {
@@ -201,3 +203,5 @@ TEST_CASE("writing into a directory that does not exist throws naming the path")
   CHECK_THROWS_WITH_AS(t.write_csv(csv),
                        doctest::Contains(("dafuse: " + csv + ": cannot open").c_str()), df::error);
 }
+
+}  // namespace train_curves_test

@@ -19,6 +19,8 @@
 #include <type_traits>
 #include <vector>
 
+namespace train_fit_test {
+
 namespace df = dafuse;
 
 namespace {
@@ -690,3 +692,5 @@ TEST_CASE("a model whose outputs are not finite scores NaN on every validator, n
   CHECK_FALSE(df::detail::improves(o.selector, broken.selection_score, fine.selection_score));
   CHECK_FALSE(df::detail::improves(o.selector, broken.selection_score, std::nan("")));
 }
+
+}  // namespace train_fit_test

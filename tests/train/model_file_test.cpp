@@ -33,6 +33,8 @@
 #include <string_view>
 #include <vector>
 
+namespace train_model_file_test {
+
 namespace df = dafuse;
 namespace fs = std::filesystem;
 
@@ -595,3 +597,5 @@ TEST_CASE("model file: a large architecture.json is refused in linear time, nami
                                           "in all (long keys above long arrays), found ") == 0);
   }
 }
+
+}  // namespace train_model_file_test

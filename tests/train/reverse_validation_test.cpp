@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <vector>
 
+namespace train_reverse_validation_test {
+
 namespace df = dafuse;
 
 namespace {
@@ -121,3 +123,5 @@ TEST_CASE("reverse_validation refuses an unlabelled source, naming it") {
       "scored on them), found an unlabelled data set (blobs)",
       df::error);
 }
+
+}  // namespace train_reverse_validation_test

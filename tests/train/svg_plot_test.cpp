@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+namespace train_svg_plot_test {
+
 namespace df = dafuse;
 
 namespace {
@@ -438,3 +440,5 @@ TEST_CASE("a marker draws a dashed line in every panel and its label once; bad o
                        "NaN or inf",
                        df::error);
 }
+
+}  // namespace train_svg_plot_test

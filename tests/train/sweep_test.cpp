@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+namespace train_sweep_test {
+
 namespace df = dafuse;
 
 namespace {
@@ -402,3 +404,5 @@ TEST_CASE("a sweep whose validator needs held-out source rows it lacks says so")
   CHECK(r.selected == 0);
   CHECK(std::isfinite(r.configurations[0].score));
 }
+
+}  // namespace train_sweep_test
