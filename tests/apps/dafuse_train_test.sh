@@ -3,31 +3,10 @@
 # data (exit 1) with a message naming the option or file, then a short real run whose JSON,
 # curves, trace and checkpoints are checked, a resume from its checkpoint (after --stop-after
 # and after a signal), signals (exit 128 + signal), a run that diverges (exit 3), the row
-# counts, selection without held-out rows, the versioned JSON, the plot's marker and panels, a
-# target test set, and networks of any width (compiled once, cached).
+# counts, selection without held-out rows, the versioned JSON, the plot's marker and panels, and
+# a target test set. Networks of the command line compiled and cached: network_test.sh.
 # Usage: dafuse_train_test.sh PATH/TO/dafuse-train SHARED_DATA_DIR
-set -uo pipefail
-exe=$1
-data=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-
-# expect STATUS TEXT -- ARGS...: the run exits with STATUS and its output contains TEXT.
-expect() {
-  local status=$1 text=$2
-  shift 3
-  local out rc
-  # Bounded: a run that blocks (a FIFO read, a lock) fails as status 124 instead of hanging.
-  out=$(timeout 120 "$exe" "$@" 2>&1)
-  rc=$?
-  if [ "$rc" -ne "$status" ] || ! grep -qF -- "$text" <<<"$out"; then
-    echo "FAIL: dafuse-train $*"
-    echo "  expected status $status and '$text', got status $rc:"
-    sed 's/^/  | /' <<<"$out" | head -20
-    failures=$((failures + 1))
-  fi
-}
+source "$(dirname "$0")/common.sh"
 
 expect 0 "usage: dafuse-train" -- --help
 expect 0 "digits-dann-bf16" -- --help
@@ -62,9 +41,8 @@ expect 1 "$work/text.npy" -- --model moons-dann --source "$work/text.npy" \
 expect 1 "expected a CSR prefix" -- --model amazon-dann --source "$work/text.npy" \
   --target "$work/text.npy"
 
-# Networks of any width: refused descriptions (exit 2, nothing compiled), then a network compiled
-# once into the cache and run on the digits shipped in data/, a second run from the cache, and
-# the same network from a --network file.
+# Networks of any width: refused descriptions (exit 2, nothing compiled). Compiling and caching
+# them: network_test.sh.
 net=(--features 256,64:tanh --classifier 64,32,10:leaky_relu=0.1 --discriminator 64,16,1:sigmoid)
 expect 2 "--features: expected widths W0,W1,... (integers in [1, 1000000])" -- \
   --features 256,abc --classifier 64,10 --source a.npy --target b.npy
@@ -140,7 +118,6 @@ expect 2 "--sweep-parallel: expected with --sweep" -- --model digits-dann --sour
   --target b.npy --sweep-parallel 2
 expect 2 "--sweep-parallel: expected an integer >= 1, found '0'" -- --sweep-parallel 0
 
-shipped=$(cd "$(dirname "$0")/../.." && pwd)/data/jda_mnist_usps
 # A sweep on the digits shipped in data/: the validator's choice and the oracle's, labelled; the
 # same grid one training at a time gives the same table (each training is one thread either way).
 sweep=(--model digits-dann --source "$shipped/mnist_images.npy"
@@ -203,191 +180,6 @@ for p in problems: print("FAIL: reverse validation sweep JSON:", p)
 sys.exit(1 if problems else 0)
 PY
 fi
-digits=(--source "$shipped/mnist_images.npy" --source-labels "$shipped/mnist_labels.npy"
-        --target "$shipped/usps_images.npy" --target-labels "$shipped/usps_labels.npy"
-        --steps 60 --eval-every 30 --seed 4 --quiet)
-# The cache is private (issue 46). Without DAFUSE_TRAIN_CACHE, XDG_CACHE_HOME and HOME there is
-# no shared fallback (a /tmp folder another user could fill); a folder others can write, or
-# another user owns, is refused before anything is compiled or run.
-out=$(env -u DAFUSE_TRAIN_CACHE -u XDG_CACHE_HOME -u HOME timeout 120 "$exe" "${net[@]}" \
-      "${digits[@]}" 2>&1)
-rc=$?
-if [ $rc -ne 1 ] || ! grep -qF "set DAFUSE_TRAIN_CACHE to a folder of your own" <<<"$out"; then
-  echo "FAIL: no cache folder set: expected status 1 and the way out, got $rc:"
-  sed 's/^/  | /' <<<"$out" | head -5
-  failures=$((failures + 1))
-fi
-mkdir -m 0777 "$work/open-cache"
-export DAFUSE_TRAIN_CACHE=$work/open-cache
-expect 1 "expected no write permission for group or others, found mode 0777" -- "${net[@]}" \
-  "${digits[@]}"
-if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1; then
-  mkdir -m 0700 "$work/their-cache"
-  chown nobody "$work/their-cache"
-  export DAFUSE_TRAIN_CACHE=$work/their-cache
-  expect 1 "expected it to be owned by you (uid 0), found uid $(id -u nobody)" -- "${net[@]}" \
-    "${digits[@]}"
-fi
-export DAFUSE_TRAIN_CACHE=$work/cache
-# A run.hpp left in the cache folder is not compiled in place of dafuse-train's own: the
-# generated unit includes its headers by absolute path.
-mkdir -m 0700 "$work/cache"
-printf '#error a run.hpp in the cache folder was compiled\n' >"$work/cache/run.hpp"
-expect 0 "dafuse-train: compiling this network's step (once; cached in $work/cache)" -- \
-  "${net[@]}" "${digits[@]}" --json "$work/custom.json" --curves "$work/custom"
-# The unit holds the network's registry entry only; the rest of dafuse-train is prebuilt
-# (dafuse-train-cli.o) and linked, not compiled again for each network (issue 47).
-unit=$(ls "$work/cache"/network-*.cpp 2>/dev/null | head -n 1)
-if [ -z "$unit" ] || ! grep -q 'registry.hpp"$' "$unit" || grep -q 'main\.cpp"$' "$unit"; then
-  echo "FAIL: the generated unit is not a registry entry alone:"
-  sed 's/^/  | /' "${unit:-/dev/null}" | head -12
-  failures=$((failures + 1))
-fi
-# The plot of a network of the command line is titled with its description, not "custom".
-grep -qF "dafuse-train 256-64 tanh, 10 classes" "$work/custom.svg" ||
-  { echo "FAIL: the custom network's plot is not titled with its description";
-    failures=$((failures + 1)); }
-rm -f "$work/cache/run.hpp"
-first=$("$exe" "${net[@]}" "${digits[@]}" 2>&1)
-if grep -q "compiling" <<<"$first" || ! grep -q "model custom: 60 steps" <<<"$first"; then
-  echo "FAIL: the second run of a network did not run from the cache:"
-  sed 's/^/  | /' <<<"$first" | head -20
-  failures=$((failures + 1))
-fi
-grep -q '"description": "256-64 tanh, 10 classes (64-32-10 leaky_relu(0.1)), 64-16-1 sigmoid discriminator; fp32, none clip, dann"' \
-  "$work/custom.json" || { echo "FAIL: the JSON does not describe the network";
-                             grep -o '"model": {[^}]*}' "$work/custom.json";
-                             failures=$((failures + 1)); }
-printf '# the same network as a file\nfeatures = 256,64:tanh\nclassifier = 64,32,10:leaky_relu=0.1\ndiscriminator = 64,16,1:sigmoid\n' \
-  >"$work/custom.net"
-from_file=$("$exe" --network "$work/custom.net" "${digits[@]}" 2>&1)
-if [ "$(grep -v compiling <<<"$from_file" | grep '^target accuracy')" != \
-     "$(grep '^target accuracy' <<<"$first")" ] || grep -q compiling <<<"$from_file"; then
-  echo "FAIL: the network from a file is not the same cached program and run:"
-  sed 's/^/  | /' <<<"$from_file" | head -20
-  failures=$((failures + 1))
-fi
-[ "$(ls "$work/cache" | grep -c '^network-[0-9a-f]*$')" -eq 1 ] ||
-  { echo "FAIL: the cache holds other than one program:"; ls "$work/cache";
-    failures=$((failures + 1)); }
-# A program others could have written, or another user's, is refused, not run.
-program=$work/cache/$(ls "$work/cache" | grep '^network-[0-9a-f]*$' | head -n 1)
-chmod g+w "$program"
-expect 1 "refused to run this compiled network: expected no write permission for group or others" \
-  -- "${net[@]}" "${digits[@]}"
-chmod g-w "$program"
-if [ "$(id -u)" -eq 0 ] && id nobody >/dev/null 2>&1; then
-  chown nobody "$program"
-  expect 1 "refused to run this compiled network: expected it to be owned by you" -- \
-    "${net[@]}" "${digits[@]}"
-  chown 0 "$program"
-fi
-# The attack of issue 46 itself, by a real second user: `nobody` makes a cache folder and plants
-# a program under this network's key there; a root run pointed at that folder refuses it and
-# never runs the program. Needs root (to act as nobody) and setpriv.
-if [ "$(id -u)" -ne 0 ]; then
-  echo "skipped: the planted-program test needs root to act as another user (runs as uid $(id -u))"
-elif ! command -v setpriv >/dev/null || ! id nobody >/dev/null 2>&1; then
-  echo "skipped: the planted-program test needs setpriv and a user 'nobody'"
-else
-  chmod 0711 "$work"
-  mkdir -m 1777 "$work/shared"
-  as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
-  "${as_nobody[@]}" sh -c 'umask 022 && mkdir "$1/cache" &&
-    printf "#!/bin/sh\nid -u >%s/ran\n" "$1" >"$1/cache/$2" && chmod 0755 "$1/cache/$2"' \
-    sh "$work/shared" "$(basename "$program")"
-  if [ "$(stat -c %U "$work/shared/cache/$(basename "$program")" 2>/dev/null)" != nobody ]; then
-    echo "FAIL: nobody could not plant a program for the planted-program test"
-    failures=$((failures + 1))
-  fi
-  DAFUSE_TRAIN_CACHE=$work/shared/cache expect 1 \
-    "expected it to be owned by you (uid 0), found uid $(id -u nobody)" -- "${net[@]}" "${digits[@]}"
-  # nobody's own run of the network, with root's cache: refused too (not nobody's folder).
-  out=$(DAFUSE_TRAIN_CACHE=$work/cache timeout 120 "${as_nobody[@]}" "$exe" "${net[@]}" \
-        --source "$shipped/mnist_images.npy" --source-labels "$shipped/mnist_labels.npy" \
-        --target "$shipped/usps_images.npy" --steps 5 --quiet 2>&1)
-  rc=$?
-  if [ -e "$work/shared/ran" ] || [ $rc -eq 0 ]; then
-    echo "FAIL: a program another user planted ran, or nobody used root's cache (status $rc):"
-    sed 's/^/  | /' <<<"$out" | head -5
-    failures=$((failures + 1))
-  fi
-  chmod 0700 "$work"
-fi
-# A damaged program (truncated) is discarded, saying so, and compiled again; a second run of the
-# network started meanwhile waits for that compile (a lock) and runs the new program.
-truncate -s 4096 "$program"
-"$exe" "${net[@]}" "${digits[@]}" >"$work/damaged.out" 2>&1 &
-damaged_run=$!
-for _ in $(seq 100); do
-  ls "$work/cache" | grep -q '^network-[0-9a-f]*\.[0-9]*\.cpp$' && break
-  sleep 0.1
-done
-waiting=$(timeout 280 "$exe" "${net[@]}" "${digits[@]}" 2>&1)
-wait $damaged_run
-damaged_rc=$?
-if [ $damaged_rc -ne 0 ] || ! grep -qF "damaged (its checksum is crc32" "$work/damaged.out" ||
-   ! grep -qF "compiling this network's step" "$work/damaged.out"; then
-  echo "FAIL: a truncated program was not discarded and compiled again (status $damaged_rc):"
-  sed 's/^/  | /' "$work/damaged.out" | head -8
-  failures=$((failures + 1))
-fi
-if ! grep -qF "another dafuse-train is compiling this network; waiting" <<<"$waiting" ||
-   grep -q "compiling this network's step" <<<"$waiting" ||
-   ! grep -q "model custom: 60 steps" <<<"$waiting"; then
-  echo "FAIL: a run beside the compile did not wait for it and run its program:"
-  sed 's/^/  | /' <<<"$waiting" | head -8
-  failures=$((failures + 1))
-fi
-# A killed dafuse-train takes its compiler with it (the whole process group: here a stand-in
-# compiler's child), and the next compile of that network removes the killed one's files. A
-# compiler's failure shows its first error line.
-printf '%s\n' '#!/bin/sh' \
-  "if [ -f '$work/hang' ]; then sleep 300 & echo \$! >'$work/compiler.pid'; wait; fi" \
-  'echo "fake.cpp:1:1: error: the stand-in compiler refuses" >&2' 'exit 1' >"$work/fakecc"
-chmod +x "$work/fakecc"
-touch "$work/hang"
-DAFUSE_TRAIN_CXX=$work/fakecc "$exe" "${net[@]}" "${digits[@]}" >/dev/null 2>&1 &
-killed=$!
-for _ in $(seq 100); do
-  [ -s "$work/compiler.pid" ] && break
-  sleep 0.1
-done
-kill -KILL $killed
-wait $killed 2>/dev/null
-sleep 0.5
-# (A killed process left to an init that does not reap is a zombie, state Z: not running.)
-if [ ! -s "$work/compiler.pid" ] ||
-   ps -o stat= -p "$(cat "$work/compiler.pid")" 2>/dev/null | grep -qv '^Z'; then
-  echo "FAIL: the compiler of a killed dafuse-train still runs (or never started)"
-  failures=$((failures + 1))
-fi
-rm -f "$work/hang"
-export DAFUSE_TRAIN_CXX=$work/fakecc
-expect 1 "exited with 1: fake.cpp:1:1: error: the stand-in compiler refuses" -- "${net[@]}" \
-  "${digits[@]}"
-unset DAFUSE_TRAIN_CXX
-if ls "$work/cache" | grep -q "\.$killed\(\.cpp\|\.log\)\?$"; then
-  echo "FAIL: the killed run's files are still in the cache:"
-  ls "$work/cache"
-  failures=$((failures + 1))
-fi
-# The optimizer, schedule and weight decay of a network of one's own (issue 47): an unknown one
-# is refused before compiling; Adam with a constant schedule compiles, trains and says so.
-expect 2 "--optim: expected one of sgd, adam, adamw, found 'rmsprop'" -- "${net[@]}" \
-  --optim rmsprop "${digits[@]}"
-expect 2 "--schedule: expected one of ganin, tllib, constant, found 'cosine'" -- "${net[@]}" \
-  --schedule cosine "${digits[@]}"
-expect 2 "--weight-decay" -- "${net[@]}" --weight-decay -1 "${digits[@]}"
-export DAFUSE_TRAIN_CACHE=$work/optim-cache
-expect 0 "model custom: 60 steps" -- --features 256,32 --classifier 32,10 --optim adam \
-  --schedule constant --lr 0.001 --weight-decay 0.01 "${digits[@]}" --json "$work/adam.json"
-grep -qF '"weight_decay": 0.01' "$work/adam.json" &&
-  grep -qF 'dann, adam, constant schedule"' "$work/adam.json" ||
-  { echo "FAIL: the JSON does not say Adam, the constant schedule and the weight decay";
-    grep -o '"description": "[^"]*"' "$work/adam.json"; failures=$((failures + 1)); }
-unset DAFUSE_TRAIN_CACHE
-
 # The CNN entries: listed with their image shape; data of another shape refused before it is read
 # (exit 1, naming the file and the shapes expected), even when it has the width; then short runs
 # on the shipped digits ([N, 16, 16]) and on [N, 16, 16, 1] images.
@@ -942,8 +734,4 @@ if [ "$rc" -ne 1 ] || ! grep -qF "$work/full.json: cannot write" <<<"$out" ||
   failures=$((failures + 1))
 fi
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures check(s) failed"
-  exit 1
-fi
-echo "all dafuse-train checks passed"
+finish dafuse-train
