@@ -7,6 +7,8 @@ data=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failures=0
+# A network compiled by mistake lands here, never in the user's own cache.
+export XDG_CACHE_HOME=$work/xdg-cache
 shipped=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/data/jda_mnist_usps
 
 # expect STATUS TEXT -- ARGS...: the run exits with STATUS and its output contains TEXT.

@@ -600,13 +600,11 @@ expect 1 "$work/fifo.npy: cannot read: it is a FIFO (named pipe), not a regular 
 expect 1 "/dev/zero: cannot read: it is a character device" -- "${run[@]}" --resume /dev/zero
 # Sizes that cannot fit end in a message naming what, not a bare std::bad_alloc; a batch whose
 # step cannot fit is refused from an estimate, before anything is allocated by it (issue 46: it
-# filled 3.9 GB first), whatever the model.
+# filled 3.9 GB first), whatever the model (a network of one's own: network_test.sh).
 expect 2 "--batch: expected at most about" -- --model digits-dann "${src[@]}" "${tgt[@]}" \
   --batch 1000000000 --steps 1 --quiet
 expect 2 "a step of --batch 100000000 needs at least" -- --model digits-cnn-dann "${src[@]}" \
   "${tgt[@]}" --batch 100000000 --steps 1 --quiet
-expect 2 "--batch: expected at most about" -- "${net[@]}" "${src[@]}" "${tgt[@]}" \
-  --batch 1000000000 --steps 1 --quiet
 expect 2 "--curve-every: expected at most" -- --model digits-dann "${src[@]}" "${tgt[@]}" \
   --steps 1000000000000 --curve-every 1 --curves "$work/huge" --quiet
 # A sweep holds one step per training it runs at once: a batch one step fits, but two do not,
@@ -720,8 +718,11 @@ fi
 head -c 100000 /dev/zero >"$work/debris.ckpt.tmp-99999999"
 head -c 100000 /dev/zero >"$work/debris.ckpt.tmp-99999999-0"
 expect 0 "model digits-dann: 10 steps" -- "${run[@]}" --steps 10 --checkpoint "$work/debris.ckpt"
-if ls "$work"/*.tmp-* >/dev/null 2>&1; then
-  echo "FAIL: temporary files were left: $(ls "$work"/*.tmp-*)"; failures=$((failures + 1))
+# (Only debris.ckpt's: a second signal during a save of twice.ckpt above may leave that one's,
+# by design, for its next save.)
+if ls "$work"/debris.ckpt.tmp-* >/dev/null 2>&1; then
+  echo "FAIL: temporary files were left: $(ls "$work"/debris.ckpt.tmp-*)"
+  failures=$((failures + 1))
 fi
 # A full disk (here: a file size limit) fails the JSON report with the reason and leaves no
 # partial file.
@@ -734,4 +735,9 @@ if [ "$rc" -ne 1 ] || ! grep -qF "$work/full.json: cannot write" <<<"$out" ||
   failures=$((failures + 1))
 fi
 
+# These checks compile nothing (network_test.sh does): a compile here costs about 20 CPU-s.
+if ls "$XDG_CACHE_HOME"/dafuse-train/network-*.cpp >/dev/null 2>&1; then
+  echo "FAIL: a check compiled a network: $(ls "$XDG_CACHE_HOME"/dafuse-train/network-*.cpp)"
+  failures=$((failures + 1))
+fi
 finish dafuse-train

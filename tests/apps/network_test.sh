@@ -48,6 +48,9 @@ if [ -z "$unit" ] || ! grep -q 'registry.hpp"$' "$unit" || grep -q 'main\.cpp"$'
   sed 's/^/  | /' "${unit:-/dev/null}" | head -12
   failures=$((failures + 1))
 fi
+# A batch whose step cannot fit is refused by the compiled program too (issue 46).
+expect 2 "--batch: expected at most about" -- "${net[@]}" "${digits[@]}" --batch 1000000000 \
+  --steps 1
 # The plot of a network of the command line is titled with its description, not "custom".
 grep -qF "dafuse-train 256-64 tanh, 10 classes" "$work/custom.svg" ||
   { echo "FAIL: the custom network's plot is not titled with its description";
