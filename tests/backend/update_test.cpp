@@ -253,7 +253,8 @@ TEST_CASE("Adam's update gives the same bits with its two state values however i
   CHECK(run(1, true, blocks) == serial);
 }
 
-TEST_CASE("for_each_slice covers a range once, in slices of whole cache lines on every thread") {
+TEST_CASE("for_each_owned_slice covers a range once: whole-line slices, or each thread its runs") {
+  const auto blocks = blocks_for(2);
   for (const auto& run : {std::pair{1, false}, {2, false}, {3, false}, {2, true}, {3, true}}) {
     const int threads = run.first;
     const bool held = run.second;
@@ -265,14 +266,15 @@ TEST_CASE("for_each_slice covers a range once, in slices of whole cache lines on
       std::vector<int> visits(static_cast<std::size_t>(n + 10), 0);
       std::vector<std::pair<index_t, index_t>> slices(8, {-1, -1});
       host::with_thread_team(held, [&] {
-        host::for_each_slice<dafuse::system::omp, float>(5, 5 + n, [&](index_t b, index_t e) {
+        host::for_each_owned_slice<dafuse::system::omp, float>(
+            {}, 5, 5 + n, [&](index_t b, index_t e) {
 #if defined(_OPENMP)
-          slices[static_cast<std::size_t>(omp_get_thread_num())] = {b, e};
+              slices[static_cast<std::size_t>(omp_get_thread_num())] = {b, e};
 #else
-          slices[0] = {b, e};
+              slices[0] = {b, e};
 #endif
-          for (index_t i = b; i < e; ++i) ++visits[static_cast<std::size_t>(i)];
-        });
+              for (index_t i = b; i < e; ++i) ++visits[static_cast<std::size_t>(i)];
+            });
       });
       std::vector<int> once(visits.size(), 0);
       std::fill_n(once.begin() + 5, n, 1);
@@ -281,6 +283,31 @@ TEST_CASE("for_each_slice covers a range once, in slices of whole cache lines on
       for (const auto& [b, e] : slices)
         if (b >= 0 && e < 5 + n) CHECK((e - b) % 16 == 0);
     }
+    // With weight blocks, the runs each thread owns (for_each_owned_run), every value once: the
+    // same owners as the update's.
+    std::vector<int> owner(static_cast<std::size_t>(layout::end), -1);
+    std::vector<int> visits(owner.size(), 0);
+    host::with_thread_team(held, [&] {
+      host::for_each_owned_slice<dafuse::system::omp, float>(
+          blocks, 0, layout::end, [&](index_t b, index_t e) {
+#if defined(_OPENMP)
+            const int me = omp_get_thread_num();
+#else
+            const int me = 0;
+#endif
+            for (index_t i = b; i < e; ++i) {
+              owner[static_cast<std::size_t>(i)] = me;
+              ++visits[static_cast<std::size_t>(i)];
+            }
+          });
+    });
+    CHECK(std::all_of(visits.begin(), visits.end(), [](int v) { return v == 1; }));
+    std::vector<int> expected(owner.size(), -1);
+    for (int t = 0; t < threads; ++t)
+      host::for_each_owned_run(blocks, 0, layout::end, t, threads, [&](index_t b, index_t e) {
+        std::fill(expected.begin() + b, expected.begin() + e, t);
+      });
+    CHECK(owner == expected);
   }
 }
 

@@ -787,9 +787,10 @@ class executor<System, Step> {
           host::for_each_owned_run(weight_blocks_, 0, Net::param_count, t, team, round_range);
         });
       } else {
-        // As memory-bound as the update, and as large: split among the threads in equal slices (a
-        // sparse step on one thread keeps it there, as its update).
-        host::for_each_slice<System, value_type>(0, Net::param_count, round_range, !sparse_input);
+        // As memory-bound as the update, and split as it is: each thread rounds the weights whose
+        // gradient it writes and its products read (a sparse step on one thread keeps it there).
+        host::for_each_owned_slice<System, value_type>(weight_blocks_, 0, Net::param_count,
+                                                       round_range, !sparse_input);
       }
       return working;
     }

@@ -39,25 +39,6 @@ std::pair<index_t, index_t> thread_slice(index_t first, index_t last, index_t t,
   return {b, std::min(last, b + per)};
 }
 
-//! Runs f(b, e) over the slices of [first, last), on every OpenMP thread with `split` from
-//! update_parallel_min values of T on (the OpenMP system), else as one slice on the calling
-//! thread: for passes over all parameters, which are memory-bound like the update (and, like
-//! it, better on one thread in a step with no other parallel region, which would wake the team and
-//! leave the parameters in the other core's cache; such a step passes split = false).
-template <class System, class T, class F>
-void for_each_slice(index_t first, index_t last, F&& f, bool split = true) {
-  if constexpr (std::is_same_v<System, system::omp>) {
-    if (split && last - first >= update_parallel_min) {
-      run_on_team(available_threads(), [&](int me, int team, auto&&) {
-        const auto [b, e] = thread_slice<T>(first, last, me, team);
-        f(b, e);
-      });
-      return;
-    }
-  }
-  f(first, last);
-}
-
 //! A contiguous range of parameters updated alike: one module of the network.
 template <class Optim, class T>
 struct update_region {
@@ -109,6 +90,30 @@ void for_each_owned_run(
     covered = w.begin + w.rows * w.cols;
   }
   if (t == 0 && covered < last) f(covered, last);
+}
+
+//! Runs f(b, e) over [first, last) as the update splits it (update_parameters): with `split` and
+//! at least update_parallel_min values of T on the OpenMP system, every thread takes the runs of
+//! `weights` it owns (for_each_owned_run; equal slices without `weights`), else one slice on the
+//! calling thread. A pass over the parameters split so touches each line on the core that wrote
+//! its gradient and whose products read it.
+template <class System, class T, class F>
+void for_each_owned_slice(
+    std::span<const weight_block> weights, index_t first, index_t last, F&& f, bool split = true) {
+  if constexpr (std::is_same_v<System, system::omp>) {
+    if (split && last - first >= update_parallel_min) {
+      run_on_team(available_threads(), [&](int t, int team, auto&&) {
+        if (weights.empty()) {
+          const auto [b, e] = thread_slice<T>(first, last, t, team);
+          f(b, e);
+        } else {
+          for_each_owned_run(weights, first, last, t, team, f);
+        }
+      });
+      return;
+    }
+  }
+  f(first, last);
 }
 
 //! For every parameter i of every region: g = clamp(grads[i] · scale, −limit, limit), then
@@ -172,22 +177,9 @@ void update_parameters(T* params,
     first = std::min(first, r.begin);
     last = std::max(last, r.end);
   }
-  if constexpr (std::is_same_v<System, system::omp>) {
-    if (split && last - first >= update_parallel_min) {
-      run_on_team(available_threads(), [&](int t, int team, auto&&) {
-        if (weights.empty()) {
-          const auto [b, e] = thread_slice<T>(first, last, t, team);
-          update_range(b, e);
-        } else {
-          // The gradient's writer updates it: its lines are in that core's cache, and the
-          // weights and their state stay with the core that reads and writes them each step.
-          for_each_owned_run(weights, first, last, t, team, update_range);
-        }
-      });
-      return;
-    }
-  }
-  update_range(first, last);
+  // The gradient's writer updates it: its lines are in that core's cache, and the weights and
+  // their state stay with the core that reads and writes them each step.
+  for_each_owned_slice<System, T>(weights, first, last, update_range, split);
 }
 
 }  // namespace dafuse::backend::host
