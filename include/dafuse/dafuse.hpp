@@ -4,8 +4,8 @@
 #pragma once
 #include <dafuse/config.hpp>
 
+#include <dafuse/backend/default_system.hpp>
 #include <dafuse/backend/device/omp_device.hpp>
-#include <dafuse/backend/select.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>

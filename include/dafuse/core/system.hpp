@@ -3,8 +3,8 @@
 //! @brief Where memory lives and algorithms run: the host systems (OpenMP threads, or serial).
 //!
 //! A system names a vector type and whether the host can read its memory. The host backend is
-//! written once against it; backend/select.hpp is the one place that picks which system a step
-//! uses. The host systems need nothing of Thrust: their memory is std::vector and every host
+//! written once against it; backend/default_system.hpp is the one place that picks which system a
+//! step uses. The host systems need nothing of Thrust: their memory is std::vector and every host
 //! algorithm is the standard library's or dafuse's own, so a host-only translation unit parses
 //! no Thrust at all (docs/benchmarks.md, "Compile time"). A device system (one whose memory the
 //! host cannot read: backend/device/omp_device.hpp, backend/cuda/system.cuh) brings Thrust with

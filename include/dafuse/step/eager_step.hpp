@@ -49,6 +49,7 @@
 #pragma once
 #include <dafuse/config.hpp>
 
+#include <dafuse/backend/default_system.hpp>
 #include <dafuse/backend/host/conv.hpp>
 #include <dafuse/backend/host/dense.hpp>
 #include <dafuse/backend/host/gemm.hpp>
@@ -57,7 +58,6 @@
 #include <dafuse/backend/host/sparse_checks.hpp>
 #include <dafuse/backend/host/step_memory.hpp>
 #include <dafuse/backend/host/update.hpp>
-#include <dafuse/backend/select.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/half.hpp>

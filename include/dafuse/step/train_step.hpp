@@ -12,7 +12,8 @@
 //!
 //! The step composes: slot contracts (step_types), rates from the schedule, the loss-scale and
 //! clip decisions, the order of the phases and the report. Where memory lives and how each phase
-//! runs is its executor's (backend/executor.hpp), picked by the system (backend/select.hpp).
+//! runs is its executor's (backend/executor.hpp), picked by the system
+//! (backend/default_system.hpp).
 //!
 //! With a loss scaler the loss gradient is multiplied by S; the gradients' squared norms,
 //! accumulated as they are written, are divided by S² (so clipping sees unscaled norms and a
@@ -22,8 +23,8 @@
 #pragma once
 #include <dafuse/config.hpp>
 
+#include <dafuse/backend/default_system.hpp>
 #include <dafuse/backend/executor.hpp>
-#include <dafuse/backend/select.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/core/profiler.hpp>

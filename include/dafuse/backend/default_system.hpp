@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! @file backend/select.hpp
+//! @file backend/default_system.hpp
 //! @brief The one place that picks the system a step runs on by default, and brings in the
 //! host executor.
 //!
