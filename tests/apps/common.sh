@@ -1,6 +1,6 @@
 # The helpers dafuse-train's test scripts share (sourced by dafuse_train_test.sh and
-# network_test.sh): their arguments, a private work folder, expect, the shipped digits and the
-# summary line.
+# network_test.sh): their arguments, a private work folder, expect, the shipped digits, the
+# network of one's own and the summary line.
 set -uo pipefail
 exe=$1
 data=$2
@@ -10,6 +10,8 @@ failures=0
 # A network compiled by mistake lands here, never in the user's own cache.
 export XDG_CACHE_HOME=$work/xdg-cache
 shipped=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/data/jda_mnist_usps
+# A network of one's own on the command line (the CLI's refusals and the compiled-network checks).
+net=(--features 256,64:tanh --classifier 64,32,10:leaky_relu=0.1 --discriminator 64,16,1:sigmoid)
 
 # expect STATUS TEXT -- ARGS...: the run exits with STATUS and its output contains TEXT.
 expect() {

@@ -43,7 +43,6 @@ expect 1 "expected a CSR prefix" -- --model amazon-dann --source "$work/text.npy
 
 # Networks of any width: refused descriptions (exit 2, nothing compiled). Compiling and caching
 # them: network_test.sh.
-net=(--features 256,64:tanh --classifier 64,32,10:leaky_relu=0.1 --discriminator 64,16,1:sigmoid)
 expect 2 "--features: expected widths W0,W1,... (integers in [1, 1000000])" -- \
   --features 256,abc --classifier 64,10 --source a.npy --target b.npy
 # Bounds checked before anything is compiled: depth, and parameters that cannot fit in memory.

@@ -7,7 +7,6 @@
 # Usage: network_test.sh PATH/TO/dafuse-train SHARED_DATA_DIR
 source "$(dirname "$0")/common.sh"
 
-net=(--features 256,64:tanh --classifier 64,32,10:leaky_relu=0.1 --discriminator 64,16,1:sigmoid)
 digits=(--source "$shipped/mnist_images.npy" --source-labels "$shipped/mnist_labels.npy"
         --target "$shipped/usps_images.npy" --target-labels "$shipped/usps_labels.npy"
         --steps 60 --eval-every 30 --seed 4 --quiet)
