@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <numbers>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,33 @@ comparison compare_heads(const dafuse::data::dataset& source,
                 100 * so.target_accuracy, so.seconds, 100 * da.target_accuracy, da.seconds);
   }
   return c;
+}
+
+// `n` points of two moons (as scikit-learn's make_moons: upper moon label 0, lower moon label 1,
+// t evenly spaced on [0, π]) with N(0, noise²) jitter, rotated by `degrees` about (0.5, 0.25).
+inline dafuse::data::dataset two_moons(
+    int n, double noise, double degrees, std::uint32_t draw, dafuse::data::domain side) {
+  dafuse::counter_rng rng(2016, dafuse::rng_stream::synthetic_data, draw);
+  const double a = degrees * std::numbers::pi / 180, c = std::cos(a), s = std::sin(a);
+  dafuse::data::host_array<float> x{{std::size_t(n), 2}, std::vector<float>(2 * std::size_t(n))};
+  std::vector<std::int32_t> y(static_cast<std::size_t>(n));
+  const int half = n / 2;
+  for (int i = 0; i < n; ++i) {
+    const bool lower = i >= half;
+    const int k = lower ? i - half : i, count = lower ? n - half : half;
+    const double t = std::numbers::pi * k / (count - 1);
+    double px = lower ? 1 - std::cos(t) : std::cos(t);
+    double py = lower ? 0.5 - std::sin(t) : std::sin(t);
+    px += noise * rng.normal<double>() - 0.5;
+    py += noise * rng.normal<double>() - 0.25;
+    x.values[2 * i] = float(c * px - s * py + 0.5);
+    x.values[2 * i + 1] = float(s * px + c * py + 0.25);
+    y[std::size_t(i)] = lower ? 1 : 0;
+  }
+  return dafuse::data::make_dataset(side == dafuse::data::domain::source
+                                        ? "two moons (source)"
+                                        : "two moons rotated 35° (target)",
+                                    side, std::move(x), std::move(y));
 }
 
 }  // namespace examples

@@ -1,11 +1,15 @@
 #!/usr/bin/python3
 """Generate PyTorch reference vectors for two training steps of the heads without a
-discriminator: Deep CORAL, multi-kernel MMD (quadratic and linear estimators) and MCC.
+discriminator: Deep CORAL, multi-kernel MMD (quadratic and linear estimators), MCC, and
+the example's head of one's own, entropy minimisation (examples/custom_head.hpp).
 
 Run by hand from the repository root (not part of CI), after installing Debian's
 python3-torch:
 
-    /usr/bin/python3 tools/make_head_vectors.py
+    /usr/bin/python3 tools/make_head_vectors.py [VARIANT...]
+
+With variants named, only theirs are written (the shared inputs too, which are the same
+for every variant): a new variant leaves the others' files as they were.
 
 It writes ``tests/data/torch/heads_*.npy`` (described in that folder's README.md).
 Deterministic: ``torch.manual_seed(4)``, float32, one thread, Debian's reference BLAS
@@ -48,6 +52,8 @@ weight_decay=1e-3) over G_f and G_y; two steps on the same batch.
   G_y also runs on them; Y = softmax(z_t / T); H_i = -sum_c Y_ic log Y_ic;
   w_i = 1 + exp(-H_i), normalised to sum to B, detached; C = Y^T diag(w) Y [3, 3];
   each column of C divided by its sum; loss_h = (sum(C) - trace(C)) / 3.
+* ``entropy`` (Grandvalet & Bengio 2004), lambda = 2, on the 4 target rows: G_y also runs
+  on them; loss_h = mean_i H(softmax(z_t,i)), H = -sum_c p_c log p_c.
 * ``plain``: lambda = 0 (no head), for the tests' check that each variant's vectors
   differ from it by far more than the tolerance.
 
@@ -80,7 +86,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from torch_heads import coral, mcc, mmd, mmd_linear  # noqa: E402
+from torch_heads import coral, entropy_minimisation, mcc, mmd, mmd_linear  # noqa: E402
 
 LR = 0.1
 MOMENTUM = 0.9
@@ -111,7 +117,7 @@ def flat(tensors):
 
 
 VARIANTS = {"coral": (coral, 5.0), "mmd": (mmd, 3.0), "mmd_linear": (mmd_linear, 3.0),
-            "mcc": (mcc, 2.0), "plain": (None, 0.0)}
+            "mcc": (mcc, 2.0), "entropy": (entropy_minimisation, 2.0), "plain": (None, 0.0)}
 
 
 def two_steps(initial, x_source, y_source, x_target, variant, dtype):
@@ -132,8 +138,8 @@ def two_steps(initial, x_source, y_source, x_target, variant, dtype):
         loss_y = F.cross_entropy(gy(h[:BATCH]), y_source)
         if loss_fn is None:
             loss_h = torch.zeros((), dtype=dtype)
-        elif loss_fn is mcc:
-            loss_h = mcc(gy(h[BATCH:]))
+        elif loss_fn in (mcc, entropy_minimisation):
+            loss_h = loss_fn(gy(h[BATCH:]))
         else:
             loss_h = loss_fn(h)
         (loss_y + lam * loss_h).backward()
@@ -162,7 +168,13 @@ def main():
     save("x_target", x_target.numpy().astype(np.float32))
     save("hyper", np.array([LR, MOMENTUM, WEIGHT_DECAY], dtype=np.float32))
     plain = two_steps(initial, x_source, y_source, x_target, "plain", torch.float64)
+    chosen = sys.argv[1:] or list(VARIANTS)
+    unknown = [v for v in chosen if v not in VARIANTS]
+    if unknown:
+        sys.exit(f"make_head_vectors.py: unknown variant(s) {unknown}; known: {list(VARIANTS)}")
     for variant, (_, lam) in VARIANTS.items():
+        if variant not in chosen:
+            continue
         single = two_steps(initial, x_source, y_source, x_target, variant, torch.float32)
         double = two_steps(initial, x_source, y_source, x_target, variant, torch.float64)
         for k, ((losses, grads, params), (l64, g64, p64)) in enumerate(zip(single, double), 1):

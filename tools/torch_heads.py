@@ -101,6 +101,13 @@ def mcc(z_target, temperature=MCC_TEMPERATURE):
     return (c.sum() - torch.trace(c)) / classes
 
 
+def entropy_minimisation(z_target):
+    """Entropy minimisation (Grandvalet & Bengio 2004) on the target rows' logits [B, C]: the
+    mean over the rows of H(softmax(z_i)) = -sum_c p_ic log p_ic (log_softmax: exact)."""
+    log_p = F.log_softmax(z_target, dim=1)
+    return -(log_p.exp() * log_p).sum(dim=1).mean()
+
+
 def multilinear_map(z, h):
     """CDAN's map (Long et al. 2018) T = g (x) h, g = softmax(z) detached, T[c*F + j] = g_c h_j:
     [rows, C*F]."""

@@ -5,7 +5,6 @@
 #include <dafuse/config.hpp>
 
 #include <dafuse/backend/default_system.hpp>
-#include <dafuse/backend/device/omp_device.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>

@@ -2,7 +2,7 @@
 // are refused with a sentence.
 // expect: dafuse: convolutional feature extractors (nn::conv_net) run on the host systems only
 // errors: 1
-#include <dafuse/backend/device/omp_device.hpp>
+#include <dafuse/backend/omp_device/executor.hpp>
 #include <dafuse/nn/conv2d.hpp>
 #include "common.hpp"
 #ifdef DAFUSE_COMPILE_FAIL

@@ -2,7 +2,7 @@
 // (system::cuda; system::omp_device here, its CPU stand-in) refuses them with a sentence.
 // expect: dafuse: head::coral, head::mmd, head::mcc, head::mdd and head::combine run on
 // errors: 1
-#include <dafuse/backend/device/omp_device.hpp>
+#include <dafuse/backend/omp_device/executor.hpp>
 #include <dafuse/head/coral.hpp>
 #include "common.hpp"
 #ifdef DAFUSE_COMPILE_FAIL

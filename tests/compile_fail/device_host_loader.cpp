@@ -2,7 +2,7 @@
 // and a sync batcher for it is refused with a sentence.
 // expect: dafuse: loader::sync copies each batch from host memory into the step's input
 // errors: 1
-#include <dafuse/backend/device/omp_device.hpp>
+#include <dafuse/backend/omp_device/executor.hpp>
 #include <dafuse/data/batcher.hpp>
 #include "common.hpp"
 #ifdef DAFUSE_COMPILE_FAIL

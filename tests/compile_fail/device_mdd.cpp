@@ -2,7 +2,7 @@
 // system::omp_device here, its CPU stand-in) refuses it with a sentence.
 // expect: dafuse: head::coral, head::mmd, head::mcc, head::mdd and head::combine run on
 // errors: 1
-#include <dafuse/backend/device/omp_device.hpp>
+#include <dafuse/backend/omp_device/executor.hpp>
 #include <dafuse/head/mdd.hpp>
 #include "common.hpp"
 using mdd_net = df::nn::dann_net<df::nn::mlp<4, 8, df::nn::relu>,

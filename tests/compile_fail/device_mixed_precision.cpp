@@ -2,7 +2,7 @@
 // steps for now: bf16 is refused with a sentence naming the way out.
 // expect: dafuse: bf16 and fp16 steps run on the host systems only for now
 // errors: 1
-#include <dafuse/backend/device/omp_device.hpp>
+#include <dafuse/backend/omp_device/executor.hpp>
 #include "common.hpp"
 #ifdef DAFUSE_COMPILE_FAIL
 using precision = df::precision::bf16;

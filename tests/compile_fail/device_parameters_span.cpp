@@ -2,7 +2,7 @@
 // which copies to use instead.
 // expect: dafuse: parameters() is a span of host memory, which a step on a device system
 // errors: 1
-#include <dafuse/backend/device/omp_device.hpp>
+#include <dafuse/backend/omp_device/executor.hpp>
 #include "common.hpp"
 
 #include <vector>

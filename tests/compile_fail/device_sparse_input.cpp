@@ -2,7 +2,7 @@
 // with a sentence, not a backtrace.
 // expect: dafuse: a sparse first layer (nn::sparse_input) runs on the host systems only for now
 // errors: 1
-#include <dafuse/backend/device/omp_device.hpp>
+#include <dafuse/backend/omp_device/executor.hpp>
 #include "common.hpp"
 #ifdef DAFUSE_COMPILE_FAIL
 using features = df::nn::sparse_input<df::nn::mlp<4, 8, df::nn::relu>>;

@@ -244,8 +244,9 @@ TEST_CASE("MDD plus MCC (factor 1/2): the gradients are the sum of the terms' gr
   using mcc = df::head::mcc<df::schedule::constant>;
   using sum = df::head::combine<mdd, df::head::weighted<mcc, std::ratio<1, 2>>>;
   static_assert(sum::discriminator_reads == df::discriminator_input::features);
-  static_assert(df::uses(sum::operations, df::head_operation::margin_disparity) &&
-                df::uses(sum::operations, df::head_operation::class_confusion));
+  static_assert(sum::own_maths && sum::sum_count == mdd::sum_count + mcc::sum_count);
+  static_assert(sum::scratch_elements({4, 8, 5, 3}) ==
+                mdd::scratch_elements({4, 8, 5, 3}) + mcc::scratch_elements({4, 8, 5, 3}));
   const double lambda = 0.8;
   const auto [combined, report] = gradients_of<sum>(lambda);
   const auto [disparity, mdd_report] = gradients_of<mdd>(lambda);

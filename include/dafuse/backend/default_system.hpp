@@ -7,8 +7,8 @@
 //! another system as train_step's 7th argument. A translation unit compiled by nvcc also gets
 //! system::cuda and its executor (backend/cuda/). system::omp_device, the device executor on the
 //! CPU that the tests run the CUDA executor's orchestration with, comes with its own header
-//! (backend/device/omp_device.hpp; dafuse.hpp includes it): a step that does not name it parses
-//! neither the device executor nor Thrust.
+//! (backend/omp_device/executor.hpp, which dafuse.hpp does not include): a step that does not name
+//! it parses neither the device executor nor Thrust.
 #pragma once
 #include <dafuse/config.hpp>
 

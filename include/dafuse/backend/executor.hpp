@@ -115,7 +115,7 @@ class executor {
   static_assert(dependent_false<System>,
                 "dafuse: no executor for this system; system::omp and system::cpp have the host "
                 "executor (backend/default_system.hpp), system::omp_device includes its own with "
-                "<dafuse/backend/device/omp_device.hpp>, system::cuda with "
+                "<dafuse/backend/omp_device/executor.hpp>, system::cuda with "
                 "<dafuse/backend/cuda/executor.cuh> (nvcc); or name a system that has one");
 };
 

@@ -7,7 +7,7 @@
 //! step uses. The host systems need nothing of Thrust: their memory is std::vector and every host
 //! algorithm is the standard library's or dafuse's own, so a host-only translation unit parses
 //! no Thrust at all (docs/benchmarks.md, "Compile time"). A device system (one whose memory the
-//! host cannot read: backend/device/omp_device.hpp, backend/cuda/system.cuh) brings Thrust with
+//! host cannot read: backend/omp_device/system.hpp, backend/cuda/system.cuh) brings Thrust with
 //! it, and the copies, fills and loops that buffers and loaders run in its memory
 //! (backend/device/thrust_memory.hpp; the concept backend::device_system).
 #pragma once

@@ -101,8 +101,13 @@ struct combine : defaults {
       (detail::term_head<Terms>::writes_feature_gradient || ...);
   static constexpr bool writes_logit_gradient =
       (detail::term_head<Terms>::writes_logit_gradient || ...);
-  static constexpr head_operation operations =
-      (detail::term_head<Terms>::operations | ... | head_operation::none);
+  static constexpr bool own_maths = (detail::term_head<Terms>::own_maths || ...);
+  //! The terms' scratch, one after the other.
+  static constexpr index_t scratch_elements(const shape& s) {
+    return (index_t(0) + ... + detail::term_head<Terms>::scratch_elements(s));
+  }
+  //! The terms' sums, one after the other.
+  static constexpr index_t sum_count = (index_t(0) + ... + detail::term_head<Terms>::sum_count);
 
   //! Each term's weight at `now`: r_i·λ_i(p).
   static std::array<double, term_count> term_weights(const fit_args& a, progress now) {
@@ -132,15 +137,19 @@ struct combine : defaults {
   struct loss_result {
     double loss = 0, accuracy = 0;
   };
-  //! Each term's forward, in order.
-  template <class Exec, class Scale>
-  static loss_result forward(Exec& exec, Scale loss_scale) {
+  //! Each term's forward, in order, each on its own scratch and sums.
+  template <class View, class Scale>
+  static loss_result forward(View& v, Scale loss_scale) {
     loss_result total;
+    index_t scratch = 0, sums = 0;
     (
         [&] {
           using head = detail::term_head<Terms>;
+          auto term = v.after(scratch, sums);
+          scratch += head::scratch_elements(v.shape());
+          sums += head::sum_count;
           if constexpr (detail::has_loss<head>()) {
-            const auto d = head::forward(exec, loss_scale);
+            const auto d = head::forward(term, loss_scale);
             total.loss += detail::term_traits<Terms>::factor * double(d.loss);
             if constexpr (head::discriminator_reads != discriminator_input::none)
               total.accuracy = double(d.accuracy);
@@ -151,18 +160,22 @@ struct combine : defaults {
   }
   //! Each term's backward with its weight: the first term that writes δh writes it, the later
   //! ones add to it. Returns G_d's squared gradient norm (0 without a G_d term).
-  template <class Exec>
-  static double backward(Exec& exec,
+  template <class View>
+  static double backward(View& v,
                          const std::array<double, term_count>& weights,
                          bool accumulate = false) {
     double discriminator_sq = 0;
     bool written = accumulate;
     std::size_t i = 0;
+    index_t scratch = 0, sums = 0;
     (
         [&] {
           using head = detail::term_head<Terms>;
+          auto term = v.after(scratch, sums);
+          scratch += head::scratch_elements(v.shape());
+          sums += head::sum_count;
           if constexpr (detail::has_loss<head>()) {
-            discriminator_sq += double(head::backward(exec, weights[i], written));
+            discriminator_sq += double(head::backward(term, weights[i], written));
             written = written || head::writes_feature_gradient;
           }
           ++i;

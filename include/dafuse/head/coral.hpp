@@ -12,19 +12,43 @@
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/head/head_base.hpp>
+#include <dafuse/head/view.hpp>
 #include <dafuse/policy/arguments.hpp>
 #include <dafuse/policy/schedule.hpp>
 
+#include <array>
 #include <string>
 
 namespace dafuse::head {
+
+//! The pieces of CORAL's maths, run by the view's loops.
+namespace coral_maths {
+
+//! x̃_j = h_j − mean_j over each domain's B columns (domain d = i / F, feature j = i % F), in
+//! double, stored rounded.
+template <class T, class Rounding>
+struct centre {
+  const T* h;
+  T* x;
+  index_t batch, features;
+  DAFUSE_HOST_DEVICE void operator()(index_t i) const {
+    const index_t j = i % features, first = (i / features) * batch;
+    double mean = 0;
+    for (index_t c = first; c < first + batch; ++c) mean += double(h[j + c * features]);
+    mean /= double(batch);
+    for (index_t c = first; c < first + batch; ++c)
+      x[j + c * features] = Rounding::round(T(double(h[j + c * features]) - mean));
+  }
+};
+
+}  // namespace coral_maths
 
 template <class Schedule = schedule::ganin>
 struct coral : scheduled_defaults<Schedule> {
   static_assert(schedule_policy<Schedule>,
                 "dafuse: head::coral<S> takes a schedule such as schedule::ganin");
   static constexpr bool writes_feature_gradient = true;
-  static constexpr head_operation operations = head_operation::covariance_alignment;
+  static constexpr bool own_maths = true;
 
   //! lambda_max finite and ≥ 0, and at least 2 rows a domain (the unbiased covariance).
   static status can_implement(const fit_args& a) {
@@ -36,16 +60,58 @@ struct coral : scheduled_defaults<Schedule> {
     return coral::check_lambda_max(a, "head::coral");
   }
 
-  //! The covariances of the source and target rows of h, and L (the report's domain_loss).
-  template <class Exec, class Scale>
-  static auto forward(Exec& exec, Scale loss_scale) {
-    return exec.coral_loss(loss_scale);
+  //! X̃, the centred h [F, rows], then D = C_s − C_t [F, F].
+  static constexpr index_t scratch_elements(const shape& s) {
+    return s.features * s.rows + s.features * s.features;
   }
-  //! λ·∂L/∂h written into δh (added to it with `accumulate`); nothing else is trained
-  //! (returns 0).
-  template <class Exec, class Weight>
-  static auto backward(Exec& exec, Weight lambda, bool accumulate = false) {
-    return exec.coral_backward(lambda, accumulate);
+  //! ‖D‖², L, then λ·S/((B − 1)·F²) for the backward's products.
+  static constexpr index_t sum_count = 3;
+  //! D's two products (X̃_s·X̃_sᵀ, X̃_t·X̃_tᵀ) and δh's two (D·X̃_s, D·X̃_t).
+  static constexpr std::array<product, 4> products(const shape& s) {
+    const index_t f = s.features, b = s.batch;
+    const product covariance{false, true, f, f, b, f, f, f};
+    const product gradient{false, false, f, b, f, f, f, f};
+    return {covariance, covariance, gradient, gradient};
+  }
+
+  //! With X̃ each domain's B columns of h less their mean, C = X̃·X̃ᵀ/(B − 1) its unbiased
+  //! covariance and D = C_s − C_t: L = ‖D‖²_F / (4F²), the report's domain_loss.
+  template <class View, class Scale>
+  static auto forward(View& v, Scale /*loss_scale*/) {
+    using T = typename View::value_type;
+    const shape s = v.shape();
+    const index_t f = s.features, b = s.batch;
+    T* x = v.scratch();
+    T* d = x + f * s.rows;
+    v.for_each(2 * f, coral_maths::centre<T, typename View::rounding>{v.features(), x, b, f});
+    const double alpha = 1.0 / double(b - 1);
+    v.product(products(s)[0], step_scalar(alpha), x, x, T(0), d);
+    v.product(products(s)[1], step_scalar(-alpha), x + f * b, x + f * b, T(1), d);
+    v.for_each(f * f, round_values<T, typename View::rounding>{d});
+    v.template map_sum<1>(f * f, squares<T>{d}, v.sums());
+    v.for_each(1, quotient{v.sums() + 1, v.sums(), 4.0 * double(f) * double(f)});
+    return v.result(step_scalar(v.sums() + 1, 1.0));
+  }
+  //! λ·S·∂L/∂h written fresh into δh (added to it with `accumulate`): ∂L/∂C_s = D/(2F²) and, D
+  //! symmetric, ∂L/∂x̃_i = D·x̃_i/((B − 1)·F²) on a source column, its negative on a target one;
+  //! the centring adds nothing (X̃'s columns sum to 0, so Σ_i D·x̃_i = 0). Nothing else is
+  //! trained: returns 0.
+  template <class View, class Weight>
+  static double backward(View& v, Weight lambda, bool accumulate = false) {
+    using T = typename View::value_type;
+    const shape s = v.shape();
+    const index_t f = s.features, b = s.batch;
+    const T* x = v.scratch();
+    const T* d = x + f * s.rows;
+    T* dh = v.feature_gradient();
+    double* coefficient = v.sums() + 2;
+    v.for_each(1, product_of_scalars{coefficient, step_scalar(lambda), v.loss_scale(),
+                                     double(b - 1) * double(f) * double(f)});
+    const T beta = accumulate ? T(1) : T(0);
+    v.product(products(s)[2], step_scalar(coefficient, 1.0), d, x, beta, dh);
+    v.product(products(s)[3], step_scalar(coefficient, -1.0), d, x + f * b, beta, dh + f * b);
+    v.for_each(f * s.rows, round_values<T, typename View::rounding>{dh});
+    return 0.0;
   }
 };
 

@@ -5,13 +5,14 @@
 //!
 //! A head says whether the batch holds target rows, whether G_y also runs on them, what G_d
 //! reads (nothing, the features h, or the multilinear map softmax(g) ⊗ h), the weight of its loss
-//! over training (λ), which executor operations beyond the modules' passes it calls, and, as two
-//! functions over the step's executor, its forward with its loss and its backward into δh (and,
-//! for a head on the target logits, into their gradient δz). The step composes these; nothing
-//! DANN-specific sits in the step.
+//! over training (λ), whether it runs maths of its own over the executor's view (head/view.hpp)
+//! and what scratch that needs, and, as two functions over the view, its forward with its loss
+//! and its backward into δh (and, for a head on the target logits, into their gradient δz). The
+//! step composes these; nothing DANN-specific sits in the step.
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/meta.hpp>
+#include <dafuse/head/view.hpp>
 #include <dafuse/policy/arguments.hpp>
 #include <dafuse/policy/schedule.hpp>
 
@@ -25,23 +26,6 @@ enum class discriminator_input {
   features,     //!< h = G_f(x), through the gradient reversal (DANN)
   multilinear,  //!< T = softmax(G_y(h)) ⊗ h, one [classes · features] column a row (CDAN)
 };
-
-//! Executor operations a head calls beyond the modules' passes and the domain loss: a bit set.
-//! The executor holds scratch for, and offers, exactly the operations its head names.
-enum class head_operation : unsigned {
-  none = 0,
-  covariance_alignment = 1u << 0,  //!< CORAL: coral_loss, coral_backward
-  kernel_discrepancy = 1u << 1,    //!< MMD: mmd_loss, mmd_backward
-  class_confusion = 1u << 2,       //!< MCC: mcc_loss, mcc_backward (target logits)
-  margin_disparity = 1u << 3,      //!< MDD: mdd_loss (G_d as the adversarial classifier f')
-};
-constexpr head_operation operator|(head_operation a, head_operation b) {
-  return head_operation(unsigned(a) | unsigned(b));
-}
-//! Whether the set `ops` holds `op`.
-constexpr bool uses(head_operation ops, head_operation op) {
-  return (unsigned(ops) & unsigned(op)) != 0;
-}
 
 }  // namespace dafuse
 
@@ -62,8 +46,13 @@ struct defaults {
   //! The head's backward writes the gradient of the target rows' logits δz (G_y's backward then
   //! runs on all rows; needs classifier_reads_target).
   static constexpr bool writes_logit_gradient = false;
-  //! Executor operations the head calls (the executor holds scratch for these only).
-  static constexpr head_operation operations = head_operation::none;
+  //! The head runs maths of its own over the view's loops and products (head/view.hpp), beyond
+  //! the modules' passes and G_d's loss.
+  static constexpr bool own_maths = false;
+  //! Values of the step's type that its maths keeps for a step of `shape` (the view's scratch()).
+  static constexpr index_t scratch_elements(const shape&) { return 0; }
+  //! Doubles its maths keeps (the view's sums()).
+  static constexpr index_t sum_count = 0;
   //! Run-time checks of the fields the head reads.
   static status can_implement(const fit_args&) { return status::ok(); }
   //! The weight of the head's loss at `now` (λ of the reversal for adversarial heads).
@@ -116,8 +105,7 @@ struct reversal_defaults : scheduled_defaults<Schedule> {
 template <class H>
 constexpr bool check_contract() {
   constexpr bool reads_target = H::discriminator_reads != discriminator_input::none ||
-                                H::writes_feature_gradient || H::writes_logit_gradient ||
-                                H::operations != head_operation::none;
+                                H::writes_feature_gradient || H::writes_logit_gradient;
   static_assert(!reads_target || H::draws_target_rows,
                 "dafuse: this head's loss reads the target rows, so the batch must hold them: "
                 "the head needs draws_target_rows = true");
@@ -132,10 +120,10 @@ constexpr bool check_contract() {
 
 namespace dafuse {
 
-//! A head policy: its tag, its schedule, what it reads, trains and writes, its weight and its
-//! argument check. Heads with a loss (a discriminator, or a gradient they write) also provide
-//! forward(exec, loss_scale) and backward(exec, weight) over the step's executor (head/dann.hpp
-//! shows the shape).
+//! A head policy: its tag, its schedule, what it reads, trains and writes, its weight, its
+//! argument check and its maths' scratch. Heads with a loss (a discriminator, or a gradient they
+//! write) also provide forward(view, loss_scale) and backward(view, weight) over the executor's
+//! view (head/dann.hpp shows the shape; head/coral.hpp a head with maths of its own).
 template <class H>
 concept head_policy = requires(const fit_args& a, progress p) {
   typename H::head_tag;
@@ -145,7 +133,9 @@ concept head_policy = requires(const fit_args& a, progress p) {
   { H::discriminator_reads } -> std::convertible_to<discriminator_input>;
   { H::writes_feature_gradient } -> std::convertible_to<bool>;
   { H::writes_logit_gradient } -> std::convertible_to<bool>;
-  { H::operations } -> std::convertible_to<head_operation>;
+  { H::own_maths } -> std::convertible_to<bool>;
+  { H::scratch_elements(head::shape{}) } -> std::convertible_to<index_t>;
+  { H::sum_count } -> std::convertible_to<index_t>;
   { H::can_implement(a) } -> std::same_as<status>;
   { H::weight(a, p) } -> std::convertible_to<double>;
 }

@@ -192,8 +192,7 @@ class eager_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
                 "dafuse: eager_step runs on the host backend only (system::omp or system::cpp)");
   static_assert(!types::head_type::classifier_reads_target &&
                     types::head_type::discriminator_reads != discriminator_input::multilinear &&
-                    types::head_type::operations == head_operation::none &&
-                    !types::head_type::writes_logit_gradient &&
+                    !types::head_type::own_maths && !types::head_type::writes_logit_gradient &&
                     !weights_terms<typename types::head_type>,
                 "dafuse: eager_step runs head::source_only and head::dann (G_d reading h); "
                 "compare other heads with train_step alone");

@@ -444,8 +444,10 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
     exec.template forward<module::features>();
     exec.template forward<module::classifier>();
     f.label_loss = exec.label_loss(loss_scale);
+    // The head runs on the executor's view (head/view.hpp), the same for its forward and backward.
+    auto&& head_view = exec.head_view();
     if constexpr (types::head_has_loss) {
-      const auto d = head_type::forward(exec, loss_scale);
+      const auto d = head_type::forward(head_view, loss_scale);
       f.domain_loss = d.loss;
       f.domain_accuracy = d.accuracy;
     }
@@ -454,7 +456,7 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
     profile_scope backward_timing(timing, phase::backward);
     // The head writes δh (G_d through the reversal, or a discrepancy's gradient) and/or the
     // target rows' δz; it returns its trained parameters' squared gradient norm (0 without G_d).
-    if constexpr (types::head_has_loss) f.discriminator_sq = head_type::backward(exec, lambda);
+    if constexpr (types::head_has_loss) f.discriminator_sq = head_type::backward(head_view, lambda);
     // Added to δh when the head wrote it, written fresh otherwise.
     f.classifier_sq = exec.template backward<module::classifier>(
         Scalar(1.0), /*accumulate=*/types::head_writes_features);

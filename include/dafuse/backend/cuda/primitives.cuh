@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(sum_threads)
   double s[K] = {};
   for (index_t i = index_t(blockIdx.x) * sum_threads + threadIdx.x; i < n;
        i += index_t(gridDim.x) * sum_threads) {
-    const device::sum_terms<K> v = f(i);
+    const sum_terms<K> v = f(i);
     for (int k = 0; k < K; ++k) s[k] += v.terms[k];
   }
   for (int k = 0; k < K; ++k) {
@@ -438,7 +438,7 @@ class device_primitives<system::cuda> {
     cuda::check(cudaGetLastError(), "dafuse shuffle kernel");
   }
 
-  //! For i in [0, n): f(i) returns device::sum_terms<K>, K values it has computed (a loss, a
+  //! For i in [0, n): f(i) returns sum_terms<K>, K values it has computed (a loss, a
   //! hit) besides what it writes; out[k] = Σ_i of value k, in double, in one launch, the same
   //! bits on every call.
   template <int K, class F>

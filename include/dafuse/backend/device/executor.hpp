@@ -178,8 +178,7 @@ class executor<System, Step> {
   static_assert(!Step::mixed,
                 "dafuse: bf16 and fp16 steps run on the host systems only for now; on a device "
                 "system use precision::fp32 (or fp64)");
-  static_assert(Step::head_type::operations == head_operation::none &&
-                    !Step::head_type::writes_logit_gradient &&
+  static_assert(!Step::head_type::own_maths && !Step::head_type::writes_logit_gradient &&
                     !weights_terms<typename Step::head_type>,
                 "dafuse: head::coral, head::mmd, head::mcc, head::mdd and head::combine run on "
                 "the host systems only for now; train them with system::omp, or use head::dann "
@@ -205,7 +204,7 @@ class executor<System, Step> {
   template <class Stack>
   using plans_of = device::stack_plans<Stack, T, ops_type>;
   using control_type = device::step_control<Optim, T>;
-  using scalar = device::device_scalar;
+  using scalar = step_scalar;
 
  public:
   //! Sizes and allocates every buffer once for args.batch and args.eval_chunk and plans every
@@ -493,6 +492,10 @@ class executor<System, Step> {
   void run(Phases&& phases) {
     std::forward<Phases>(phases)();
   }
+
+  //! What the head's forward and backward run on: the executor's passes themselves (a head with
+  //! maths of its own, which would need the view's loops and products, is refused above).
+  executor& head_view() { return *this; }
 
   //! The batch is already in the system's memory: nothing to ready.
   void prepare_batch() {}

@@ -11,6 +11,7 @@
 #include <dafuse/backend/executor.hpp>
 #include <dafuse/config.hpp>
 #include <dafuse/core/meta.hpp>
+#include <dafuse/core/step_values.hpp>
 #include <dafuse/head/head_base.hpp>
 #include <dafuse/nn/loss.hpp>
 #include <dafuse/policy/clip.hpp>
@@ -20,29 +21,6 @@
 #include <cstdint>
 
 namespace dafuse::backend::device {
-
-//! A scalar of a device executor's phases: factor · *value, a value in device memory that a
-//! kernel reads when it runs (λ, the loss scale S, a loss), or the constant `factor` when value
-//! is null. The phases of a step are queued (and captured) once and replayed; their scalars
-//! travel as these handles, so a new λ or S needs neither a host round trip nor a new capture.
-struct device_scalar {
-  const double* value = nullptr;  //!< device memory, or null for a constant
-  double factor = 1;              //!< multiplies *value (or is the constant)
-
-  device_scalar() = default;
-  //! A constant.
-  DAFUSE_HOST_DEVICE constexpr device_scalar(double constant) : factor(constant) {}
-  //! factor · *v, v in device memory.
-  DAFUSE_HOST_DEVICE constexpr device_scalar(const double* v, double f) : value(v), factor(f) {}
-  DAFUSE_HOST_DEVICE constexpr device_scalar operator-() const { return {value, -factor}; }
-  //! The same handle times `by`.
-  DAFUSE_HOST_DEVICE constexpr device_scalar scaled(double by) const {
-    return {value, factor * by};
-  }
-  DAFUSE_HOST_DEVICE constexpr bool constant() const { return value == nullptr; }
-  //! The value (in a kernel, or on a system whose device memory the host reads).
-  DAFUSE_HOST_DEVICE double get() const { return value ? factor * *value : factor; }
-};
 
 //! y = f(y + b) over a [rows, cols] block, b: [rows] (the bias and activation of a product that
 //! had no fused epilogue for them). With `add_bias` false only f is applied.
@@ -79,7 +57,7 @@ struct softmax_cross_entropy_column {
   T* dz;                      //!< [classes, B]
   const std::int32_t* label;  //!< [B]
   index_t classes;            //!< logits per column
-  device_scalar scale;        //!< S / B
+  step_scalar scale;          //!< S / B
   double* bad_label;          //!< one flag for the batch, 0 when every label is in range
   DAFUSE_HOST_DEVICE sum_terms<1> operator()(index_t c) const {
     const std::int32_t y = label[c];
@@ -98,11 +76,11 @@ struct softmax_cross_entropy_column {
 //! z is on the right side of 0 (1 or 0), to be summed. `weights` null: every w_c = 1.
 template <class T>
 struct binary_cross_entropy_row {
-  const T* z;           //!< [rows]
-  T* dz;                //!< [rows]
-  const T* weights;     //!< [rows] (CDAN+E's w), or null
-  index_t batch;        //!< B: rows [0, B) are the source
-  device_scalar scale;  //!< S / rows
+  const T* z;         //!< [rows]
+  T* dz;              //!< [rows]
+  const T* weights;   //!< [rows] (CDAN+E's w), or null
+  index_t batch;      //!< B: rows [0, B) are the source
+  step_scalar scale;  //!< S / rows
   DAFUSE_HOST_DEVICE sum_terms<2> operator()(index_t c) const {
     const T t = c >= batch ? T(1) : T(0);
     const T w = weights ? weights[c] : T(1);
@@ -190,7 +168,7 @@ struct predict_column {
 template <class T>
 struct scale_by {
   T* x;
-  device_scalar s;
+  step_scalar s;
   DAFUSE_HOST_DEVICE void operator()(index_t i) const { x[i] = T(s.get()) * x[i]; }
 };
 

@@ -8,8 +8,8 @@
 //! `System::policy(stream)` and the shared functors of backend/device/functors.hpp; the few
 //! things Thrust does not give it come from here, one specialisation per system:
 //! backend/cuda/primitives.cuh (cuBLASLt, CUB block reductions, CUDA streams) and
-//! backend/device/omp_device.hpp (Eigen and plain loops, so that the executor's orchestration runs
-//! in the CPU test suite).
+//! backend/omp_device/primitives.hpp (Eigen and plain loops, so that the executor's orchestration
+//! runs in the CPU test suite).
 //!
 //! A specialisation provides, T = float or double:
 //!   device_primitives()                         a stream of its own and the products' workspace
@@ -19,7 +19,8 @@
 //!   writes_bias_gradient(plan)                  whether run() writes the plan's bias gradient
 //!   sum(x, n, squares, out)                     *out = Σ x_i (or Σ x_i²) in double, into device
 //!                                               memory, the same bits on every call
-//!   map_sum<K>(n, f, out)                       out[k] = Σ_i f(i).terms[k], likewise (f also
+//!   map_sum<K>(n, f, out)                       out[k] = Σ_i f(i).terms[k] (sum_terms,
+//!                                               core/step_values.hpp), likewise (f also
 //!                                               writes what it computes: a loss's gradient)
 //!   prepare_shuffle(rows), shuffle(job, domains)   the resident loader's sequential part
 //!   captures, graph, capture(g, body), replay(g)   CUDA graphs (captures = false: none)
@@ -28,6 +29,7 @@
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/meta.hpp>
+#include <dafuse/core/step_values.hpp>
 #include <dafuse/core/system.hpp>
 
 #include <concepts>
@@ -59,12 +61,6 @@ namespace device {
 //! `bias`: ∂b = δz·1, when writes_bias_gradient(plan) says the system does it.
 enum class epilogue { none, bias, relu_bias, bias_gradient };
 
-//! K values that a map_sum function computes for one index, to be added up over the indices.
-template <int K>
-struct sum_terms {
-  double terms[K];
-};
-
 //! One product's shape, fixed when the executor is built: column-major operands, op(A): [m, k],
 //! op(B): [k, n], C: [m, n], with leading dimensions; `bias` is read by the epilogue.
 template <class T>
@@ -94,7 +90,7 @@ class device_primitives {
   static_assert(dependent_false<System>,
                 "dafuse: no device primitives for this system; system::cuda's come with "
                 "<dafuse/backend/cuda/executor.cuh> (compile with nvcc), system::omp_device's "
-                "with <dafuse/backend/device/omp_device.hpp>");
+                "with <dafuse/backend/omp_device/executor.hpp>");
 };
 
 }  // namespace device

@@ -14,13 +14,15 @@
 #include <dafuse/backend/executor.hpp>
 #include <dafuse/backend/host/cpu_check.hpp>
 #include <dafuse/backend/host/dense.hpp>
+#include <dafuse/backend/host/head_view.hpp>
 #include <dafuse/backend/host/loss.hpp>
 #include <dafuse/backend/host/products.hpp>
 #include <dafuse/backend/host/sparse.hpp>
-#include <dafuse/backend/host/sparse_checks.hpp>
+#include <dafuse/backend/host/sparse_batch.hpp>
 #include <dafuse/backend/host/step_memory.hpp>
 #include <dafuse/backend/host/team.hpp>
 #include <dafuse/backend/host/update.hpp>
+#include <dafuse/backend/host/working_copy.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
@@ -42,6 +44,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace dafuse::backend {
 
@@ -79,14 +82,7 @@ class executor<System, Step> {
       Step::head_type::discriminator_reads == discriminator_input::multilinear;
   // Values of one column of the multilinear map: classes · features.
   static constexpr index_t joint_width = reads_joint ? class_count * feature_width : 0;
-  // The executor operations the head calls beyond the modules' passes.
-  static constexpr head_operation head_ops = Step::head_type::operations;
-  static constexpr bool aligns_covariance = uses(head_ops, head_operation::covariance_alignment);
-  static constexpr bool measures_discrepancy = uses(head_ops, head_operation::kernel_discrepancy);
-  static constexpr bool confuses_classes = uses(head_ops, head_operation::class_confusion);
-  // MDD's adversarial classifier f' is G_d.
-  static constexpr bool measures_disparity =
-      uses(head_ops, head_operation::margin_disparity) && trains_discriminator;
+  using head_type = typename Step::head_type;
   template <class Stack>
   using stack_scratch = host::stack_scratch<Stack, value_type>;
   using products_type = host::products_for<Step::compute_format, value_type>;
@@ -101,34 +97,22 @@ class executor<System, Step> {
         rows_(Step::rows_for(args.batch)),
         classifier_rows_(Step::classifier_rows_for(args.batch)),
         classifier_backward_rows_(Step::classifier_backward_rows_for(args.batch)) {
-    const index_t b = batch_, rows = rows_, classified = classifier_rows_;
-    if constexpr (mixed)
-      working_params_ = buffer<value_type, System>(Net::param_count, value_type(0));
+    const index_t rows = rows_, classified = classifier_rows_;
     if constexpr (sparse_input) {
-      used_features_ = buffer<std::int32_t, System>(input_width);
-      previous_used_features_ = buffer<std::int32_t, System>(input_width);
-      feature_marks_ = buffer<std::uint8_t, System>(input_width, 0);
       // On several threads the batch is dealt among them by feature, and each runs the first
       // layer's products on its own columns of W (backend/host/sparse.hpp).
-      if (const int threads = std::min(host::available_threads(), 64);
-          std::is_same_v<System, system::omp> && threads > 1) {
-        constexpr index_t out = feature_stack::template layer<0>::out;
-        feature_parts_ = host::sparse_feature_parts<value_type>(
-            input_width, out, rows, index_t(memory_.sparse_capacity()), threads,
-            host::sparse_deal_block<value_type>(input_width, out, threads));
-      }
+      const int threads =
+          std::is_same_v<System, system::omp> ? std::min(host::available_threads(), 64) : 1;
+      sparse_batch_ = {input_width, feature_stack::template layer<0>::out, rows,
+                       index_t(memory_.sparse_capacity()), threads};
     }
     const index_t chunk = args.eval_chunk;
     // CDAN's map: softmax(g) [classes, rows], T and δT [classes · features, rows], row weights.
     const index_t joint_values =
         reads_joint ? class_count * rows + 2 * joint_width * rows + rows : 0;
-    // CORAL: the centred features X̃ [features, rows] and D = C_s − C_t [features, features].
-    const index_t coral_values =
-        aligns_covariance ? feature_width * rows + feature_width * feature_width : 0;
-    // MMD: one value per pair of rows (its distance, then its gradient coefficient).
-    const index_t mmd_values = measures_discrepancy ? rows * rows : 0;
-    // MCC: the target rows' softmax Ŷ [classes, B], their weights [B], and two per-class values.
-    const index_t mcc_values = confuses_classes ? class_count * b + b + 2 * class_count : 0;
+    // What the head's own maths keeps (head/view.hpp).
+    const index_t head_values = head_type::scratch_elements(head_shape());
+    head_sums_.assign(std::size_t(head_type::sum_count), 0.0);
     // A conv_net's convolutions run one part per thread of the products' workspace (conv.hpp).
     const int parts = host::available_threads();
     // Training and inference never run at once (they share gemm_ too), and nothing in the
@@ -138,7 +122,7 @@ class executor<System, Step> {
         stack_scratch<classifier_stack>::elements(classified, true, parts) +
         (trains_discriminator ? stack_scratch<discriminator_stack>::elements(rows, true, parts)
                               : 0) +
-        joint_values + coral_values + mmd_values + mcc_values;
+        joint_values + head_values;
     const index_t evaluation_values =
         (sparse_input ? 0 : input_width * chunk) +
         stack_scratch<feature_stack>::elements(chunk, false, parts) +
@@ -163,16 +147,7 @@ class executor<System, Step> {
       joint_gradient_ = {carve(joint_width * rows), joint_width, rows};
       row_weights_ = {carve(rows), 1, rows};
     }
-    if constexpr (aligns_covariance) {
-      centered_features_ = {carve(feature_width * rows), feature_width, rows};
-      covariance_difference_ = {carve(feature_width * feature_width), feature_width, feature_width};
-    }
-    if constexpr (measures_discrepancy) pair_values_ = {carve(rows * rows), rows, rows};
-    if constexpr (confuses_classes) {
-      target_probabilities_ = {carve(class_count * b), class_count, b};
-      target_weights_ = {carve(b), 1, b};
-      class_terms_ = {carve(2 * class_count), class_count, 2};
-    }
+    head_scratch_ = carve(head_values);
     cursor = workspace_.data();
     eval_input_ = {carve(sparse_input ? 0 : input_width * chunk), input_width, chunk};
     eval_features_ = {carve(stack_scratch<feature_stack>::elements(chunk, false, parts)), chunk,
@@ -243,9 +218,8 @@ class executor<System, Step> {
   //! Bytes of every buffer the executor owns (not the GEMM packing buffers).
   std::size_t memory_bytes() const {
     const auto bytes = [](const auto& b) { return b.size() * sizeof(*b.data()); };
-    return memory_.memory_bytes() + bytes(working_params_) + bytes(used_features_) +
-           bytes(previous_used_features_) + bytes(feature_marks_) + bytes(workspace_) +
-           feature_parts_.memory_bytes();
+    return memory_.memory_bytes() + working_copy_.memory_bytes() + bytes(workspace_) +
+           sparse_batch_.memory_bytes();
   }
 
   // ---- Phases -----------------------------------------------------------------------------
@@ -264,10 +238,9 @@ class executor<System, Step> {
   //! gradient is cleared where the previous batch wrote it.
   void prepare_batch() {
     if constexpr (sparse_input) {
-      if (dealt())
-        dealt_batch_ = deal_sparse_batch();
-      else
-        listed_batch_ = prepare_sparse_batch();
+      // Layer 0's W first in the features' gradients.
+      sparse_batch_.prepare(memory_.sparse_view(),
+                            memory_.gradients().data() + Net::features_offset);
     } else if constexpr (mixed) {
       // A sparse batch's values are rounded as the first layer reads them; a dense one here.
       round_in_place(input().data, input_width * rows_);
@@ -365,6 +338,19 @@ class executor<System, Step> {
     }
   }
 
+  //! The view the head's forward and backward run on (head/view.hpp).
+  auto head_view() {
+    const matrix_view<value_type> none{};
+    const matrix_view<value_type> g = trains_discriminator ? discriminator_.output() : none;
+    const matrix_view<value_type> dg =
+        trains_discriminator ? discriminator_.output_gradient() : none;
+    return host::head_view<executor, products_type>(
+        *this, gemm_, head_shape(),
+        {features_.output().data, features_.output_gradient().data, classifier_.output().data,
+         classifier_.output_gradient().data, g.data, dg.data, head_scratch_, head_sums_.data()},
+        loss_scale_);
+  }
+
   //! Mean softmax cross-entropy of G_y's logits over the B source columns; writes their gradient
   //! δz = S/B · (softmax(z) − onehot(y)), the loss scale S entering here and nowhere else.
   double label_loss(double loss_scale) {
@@ -373,6 +359,7 @@ class executor<System, Step> {
     const matrix_view<value_type> dz = classifier_.output_gradient();
     const std::int32_t* y = memory_.source_labels().data();
     const value_type scale = value_type(loss_scale / double(b));
+    loss_scale_ = loss_scale;
     for (index_t c = 0; c < b; ++c)
       if (y[c] < 0 || y[c] >= class_count)
         fail("train_step", "source_labels()[" + std::to_string(c) + "]",
@@ -405,240 +392,6 @@ class executor<System, Step> {
     }
     sum = host::binary_cross_entropy_with_logits(z, rows, batch_, scale, dz, right);
     return {sum / double(rows), double(right) / double(rows)};
-  }
-
-  //! Deep CORAL (Sun & Saenko 2016) on h: with X̃ each domain's B columns of h less their mean,
-  //! C = X̃·X̃ᵀ/(B − 1) its unbiased covariance [F, F] (F features) and D = C_s − C_t, returns
-  //! L = ‖D‖²_F / (4F²), and keeps X̃, D and the loss scale S for coral_backward.
-  domain_loss_result coral_loss(double loss_scale) requires aligns_covariance {
-    const index_t b = batch_, f = feature_width;
-    const matrix_view<value_type> h = features_.output();
-    const matrix_view<value_type> x = centered_features_;
-    for (const index_t first : {index_t(0), b})
-      for (index_t j = 0; j < f; ++j) {
-        double mean = 0;
-        for (index_t c = first; c < first + b; ++c) mean += double(h(j, c));
-        mean /= double(b);
-        for (index_t c = first; c < first + b; ++c)
-          x(j, c) = products_type::round(value_type(double(h(j, c)) - mean));
-      }
-    // D = X̃_s·X̃_sᵀ/(B − 1) − X̃_t·X̃_tᵀ/(B − 1): two products into one [F, F] buffer.
-    value_type* d = covariance_difference_.data;
-    const value_type alpha = value_type(1.0 / double(b - 1));
-    gemm_.template product<host::op::none, host::op::transpose>(f, f, b, alpha, x.data, f, x.data,
-                                                                f, value_type(0), d, f);
-    gemm_.template product<host::op::none, host::op::transpose>(
-        f, f, b, -alpha, x.data + f * b, f, x.data + f * b, f, value_type(1), d, f);
-    round_in_place(d, f * f);
-    double sum = 0;
-    for (index_t k = 0; k < f * f; ++k) sum += double(d[k]) * double(d[k]);
-    head_loss_scale_ = loss_scale;
-    return {sum / (4.0 * double(f) * double(f)), 0.0};
-  }
-  //! CORAL's gradient, λ·S·∂L/∂h, written fresh into δh: ∂L/∂C_s = D/(2F²) and, D symmetric,
-  //! ∂L/∂x̃_i = D·x̃_i/((B − 1)·F²) on a source column, its negative on a target one; the centring
-  //! adds nothing (X̃'s columns sum to 0, so Σ_i D·x̃_i = 0). Added to δh with `accumulate`. G_d
-  //! is not trained: returns 0.
-  double coral_backward(double weight, bool accumulate = false) requires aligns_covariance {
-    const index_t b = batch_, f = feature_width;
-    const value_type coefficient =
-        value_type(weight * head_loss_scale_ / (double(b - 1) * double(f) * double(f)));
-    const value_type* d = covariance_difference_.data;
-    const value_type* x = centered_features_.data;
-    value_type* dh = features_.output_gradient().data;
-    const value_type beta = accumulate ? value_type(1) : value_type(0);
-    gemm_.template product<host::op::none, host::op::none>(f, b, f, coefficient, d, f, x, f, beta,
-                                                           dh, f);
-    gemm_.template product<host::op::none, host::op::none>(f, b, f, -coefficient, d, f, x + f * b,
-                                                           f, beta, dh + f * b, f);
-    round_in_place(dh, f * rows_);
-    return 0.0;
-  }
-
-  //! Multi-kernel MMD² (DAN: Long et al. 2015) between the source and target rows of h, with
-  //! k(d) = (1/K)·Σ_u exp(−d / (2·α_u·m̄)) on d = ‖h_i − h_j‖², the K bandwidth multipliers α_u
-  //! in `multipliers` and m̄ the mean of d over the pairs the estimator reads (a constant for the
-  //! gradient). The estimator is L = Σ_pairs c_ij·k(d_ij) over pairs i < j: unbiased quadratic,
-  //! c = 2/(B(B − 1)) within a domain and −2/B² across; or, `linear`, the linear-time one over
-  //! the quad-tuples (s_2i, s_2i+1, t_2i, t_2i+1): c = 2/B for (s_2i, s_2i+1) and (t_2i, t_2i+1),
-  //! −2/B for (s_2i, t_2i+1) and (s_2i+1, t_2i). Keeps each pair's 2·c·k'(d) for mmd_backward.
-  template <std::size_t K>
-  domain_loss_result mmd_loss(double loss_scale,
-                              bool linear,
-                              const std::array<double, K>& multipliers) requires
-      measures_discrepancy {
-    const matrix_view<value_type> h = features_.output();
-    const matrix_view<value_type> pairs = pair_values_;
-    linear_mmd_ = linear;
-    double total = 0;
-    index_t count = 0;
-    for_each_mmd_pair(linear, [&](index_t i, index_t j, double) {
-      const value_type* a = &h(0, i);
-      const value_type* b = &h(0, j);
-      value_type d = 0;
-      for (index_t f = 0; f < feature_width; ++f) d += (a[f] - b[f]) * (a[f] - b[f]);
-      pairs(i, j) = d;
-      total += double(d);
-      ++count;
-    });
-    // Every row the same: every d is 0, and any bandwidth gives the same loss and gradient.
-    const double mean = total > 0 ? total / double(count) : 1.0;
-    double loss = 0;
-    for_each_mmd_pair(linear, [&](index_t i, index_t j, double c) {
-      double k = 0, slope = 0;
-      for (const double alpha : multipliers) {
-        const double width = 2.0 * alpha * mean, e = std::exp(-double(pairs(i, j)) / width);
-        k += e;
-        slope -= e / width;
-      }
-      loss += c * k / double(K);
-      pairs(i, j) = value_type(2.0 * c * slope / double(K));
-    });
-    head_loss_scale_ = loss_scale;
-    return {loss, 0.0};
-  }
-  //! MMD's gradient, λ·S·∂L/∂h, written fresh into δh (added to it with `accumulate`): each pair
-  //! adds q·(h_i − h_j) to δh_i and subtracts it from δh_j, q = λ·S·2·c·k'(d) (∂d/∂h_i =
-  //! 2(h_i − h_j)). Returns 0 (no G_d).
-  double mmd_backward(double weight, bool accumulate = false) requires measures_discrepancy {
-    const matrix_view<value_type> h = features_.output();
-    const matrix_view<value_type> dh = features_.output_gradient();
-    const matrix_view<value_type> pairs = pair_values_;
-    const double scale = weight * head_loss_scale_;
-    if (!accumulate) std::fill_n(dh.data, feature_width * rows_, value_type(0));
-    for_each_mmd_pair(linear_mmd_, [&](index_t i, index_t j, double) {
-      const value_type q = value_type(scale * double(pairs(i, j)));
-      const value_type* a = &h(0, i);
-      const value_type* b = &h(0, j);
-      value_type* da = &dh(0, i);
-      value_type* db = &dh(0, j);
-      for (index_t f = 0; f < feature_width; ++f) {
-        const value_type v = q * (a[f] - b[f]);
-        da[f] += v;
-        db[f] -= v;
-      }
-    });
-    round_in_place(dh.data, feature_width * rows_);
-    return 0.0;
-  }
-
-  //! Minimum Class Confusion (Jin et al. 2020) on the B target rows' logits z: Ŷ_i =
-  //! softmax(z_i/T); w_i = 1 + e^(−H(Ŷ_i)) normalised to Σ w = B (a constant for the gradient);
-  //! the class confusion C = Ŷᵀ·diag(w)·Ŷ [classes, classes], each column divided by its sum s_j;
-  //! L = Σ_{j≠j'} C̃_jj' / classes. Ŷ's rows sum to 1, so s_j = Σ_i w_i·Ŷ_ij, the normalised
-  //! columns sum to 1, and L = 1 − (1/classes)·Σ_j C_jj/s_j. Keeps Ŷ, w and the per-class terms.
-  domain_loss_result mcc_loss(double loss_scale, double temperature) requires confuses_classes {
-    const index_t b = batch_;
-    const matrix_view<value_type> z = classifier_.output();
-    const matrix_view<value_type> y = target_probabilities_;
-    value_type* w = target_weights_.data;
-    double weight_sum = 0;
-    for (index_t i = 0; i < b; ++i) {
-      const value_type* zi = &z(0, b + i);
-      value_type zmax = zi[0];
-      for (index_t k = 1; k < class_count; ++k) zmax = std::max(zmax, zi[k]);
-      // H = log Σ e^u − Σ Ŷ·u with u = (z − max z)/T: exact, no ε inside a log.
-      double total = 0, weighted = 0;
-      for (index_t k = 0; k < class_count; ++k) {
-        const double u = (double(zi[k]) - double(zmax)) / temperature, e = std::exp(u);
-        y(k, i) = value_type(e);
-        total += e;
-        weighted += e * u;
-      }
-      for (index_t k = 0; k < class_count; ++k) y(k, i) = value_type(double(y(k, i)) / total);
-      const double entropy = std::log(total) - weighted / total;
-      w[i] = value_type(1.0 + std::exp(-entropy));
-      weight_sum += double(w[i]);
-    }
-    for (index_t i = 0; i < b; ++i) w[i] = value_type(double(w[i]) * double(b) / weight_sum);
-    double trace = 0;
-    for (index_t k = 0; k < class_count; ++k) {
-      double s = 0, c = 0;
-      for (index_t i = 0; i < b; ++i) {
-        s += double(w[i]) * double(y(k, i));
-        c += double(w[i]) * double(y(k, i)) * double(y(k, i));
-      }
-      // A class no row gives any probability (underflow) confuses nothing: c_jj/s_j → 0.
-      const bool seen = s > 0;
-      class_terms_(k, 0) = value_type(seen ? 2.0 / s : 0.0);
-      class_terms_(k, 1) = value_type(seen ? c / (s * s) : 0.0);
-      trace += seen ? c / s : 0.0;
-    }
-    head_loss_scale_ = loss_scale;
-    temperature_ = temperature;
-    return {1.0 - trace / double(class_count), 0.0};
-  }
-  //! MCC's gradient, λ·S·∂L/∂z, written fresh into the target rows' δz: with w constant,
-  //! ∂L/∂Ŷ_ik = −(w_i/classes)·(2·Ŷ_ik/s_k − C_kk/s_k²), then through the softmax at
-  //! temperature T: δz_i = (λS/T)·Ŷ_i ⊙ (g_i − ⟨g_i, Ŷ_i⟩). Returns 0 (no G_d).
-  double mcc_backward(double weight) requires confuses_classes {
-    const index_t b = batch_;
-    const matrix_view<value_type> dz = classifier_.output_gradient();
-    const matrix_view<value_type> y = target_probabilities_;
-    const double scale = weight * head_loss_scale_ / temperature_;
-    for (index_t i = 0; i < b; ++i) {
-      const double wi = double(target_weights_.data[i]) / double(class_count);
-      value_type* di = &dz(0, b + i);
-      double mean = 0;
-      for (index_t k = 0; k < class_count; ++k) {
-        const double g =
-            -wi * (double(class_terms_(k, 0)) * double(y(k, i)) - double(class_terms_(k, 1)));
-        di[k] = value_type(g);
-        mean += g * double(y(k, i));
-      }
-      for (index_t k = 0; k < class_count; ++k)
-        di[k] = products_type::round(value_type(scale * double(y(k, i)) * (double(di[k]) - mean)));
-    }
-    return 0.0;
-  }
-
-  //! Margin disparity discrepancy (Zhang et al. 2019) with G_d as the adversarial classifier f'
-  //! (one logit a class) and G_y's predictions ŷ = argmax z as pseudo-labels (constants): with
-  //! p = softmax(f'(h)), L = γ·(1/B)·Σ_source −log p_ŷ + (1/B)·Σ_target −log(1 − p_ŷ). Writes
-  //! G_d's output gradient S·∂L/∂f' (G_d's backward takes it from there, through the reversal):
-  //! (S·γ/B)·(p − onehot(ŷ)) on a source row and (S/B)·(p − q) on a target row, q the softmax of
-  //! f' over the classes other than ŷ (q_ŷ = 0). −log(1 − p_ŷ) = logsumexp(f') −
-  //! logsumexp_{k≠ŷ}(f'): exact, no ε inside a log. The accuracy is the fraction of rows where
-  //! f' does what it is trained for: agree with ŷ on a source row, disagree on a target row.
-  domain_loss_result mdd_loss(double loss_scale, double margin) requires measures_disparity {
-    const index_t b = batch_, rows = rows_;
-    const matrix_view<value_type> z = classifier_.output();
-    const matrix_view<value_type> f = discriminator_.output();
-    const matrix_view<value_type> gradient = discriminator_.output_gradient();
-    double source = 0, target = 0;
-    index_t right = 0;
-    for (index_t c = 0; c < rows; ++c) {
-      const bool is_source = c < b;
-      const std::int32_t y = nn::argmax(&z(0, c), class_count);
-      const value_type* fc = &f(0, c);
-      value_type* dc = &gradient(0, c);
-      // logsumexp over all classes and over the classes other than ŷ, from one maximum each.
-      double all_max = double(fc[0]), rest_max = -std::numeric_limits<double>::infinity();
-      for (index_t k = 0; k < class_count; ++k) {
-        all_max = std::max(all_max, double(fc[k]));
-        if (k != y) rest_max = std::max(rest_max, double(fc[k]));
-      }
-      double all = 0, rest = 0;
-      for (index_t k = 0; k < class_count; ++k) {
-        all += std::exp(double(fc[k]) - all_max);
-        if (k != y) rest += std::exp(double(fc[k]) - rest_max);
-      }
-      const double log_all = all_max + std::log(all), log_rest = rest_max + std::log(rest);
-      const double scale = loss_scale / double(b) * (is_source ? margin : 1.0);
-      for (index_t k = 0; k < class_count; ++k) {
-        const double p = std::exp(double(fc[k]) - log_all);
-        const double other = is_source ? double(k == y)
-                             : k == y  ? 0.0
-                                       : std::exp(double(fc[k]) - log_rest);
-        dc[k] = products_type::round(value_type(scale * (p - other)));
-      }
-      if (is_source)
-        source += log_all - double(fc[y]);
-      else
-        target += log_all - log_rest;
-      right += (nn::argmax(fc, class_count) == y) == is_source;
-    }
-    return {(margin * source + target) / double(b), double(right) / double(rows)};
   }
 
   //! One pass over the parameters: each module's gradients are multiplied by its scale and
@@ -706,39 +459,18 @@ class executor<System, Step> {
       return matrix_view<const value_type>(features_.output().middle_cols(0, cols));
   }
 
-  // Calls f(i, j, c) for each pair of rows i < j that the MMD estimator reads, with its
-  // coefficient c (mmd_loss gives both estimators).
-  template <class F>
-  void for_each_mmd_pair(bool linear, F&& f) const {
-    const index_t b = batch_;
-    if (linear) {
-      const double c = 2.0 / double(b);
-      for (index_t i = 0; i + 1 < b; i += 2) {
-        f(i, i + 1, c);
-        f(b + i, b + i + 1, c);
-        f(i, b + i + 1, -c);
-        f(i + 1, b + i, -c);
-      }
-    } else {
-      const double same = 2.0 / (double(b) * double(b - 1)),
-                   across = -2.0 / (double(b) * double(b));
-      for (index_t j = 1; j < rows_; ++j)
-        for (index_t i = 0; i < j; ++i) f(i, j, (i < b) == (j < b) ? same : across);
-    }
-  }
-
   // Calls f with the prepared batch: a dense view, a listed sparse view or a dealt one.
   template <class F>
   void with_batch(F&& f) {
     if constexpr (sparse_input) {
-      if (dealt())
-        f(dealt_batch_);
-      else
-        f(listed_batch_);
+      sparse_batch_.with_batch(std::forward<F>(f));
     } else {
       f(matrix_view<const value_type>(input()));
     }
   }
+
+  // The step's sizes as the head sees them.
+  head::shape head_shape() const { return {batch_, rows_, feature_width, class_count}; }
 
   static void check_size(state_part part, std::size_t given, std::size_t size) {
     if (given != size)
@@ -753,64 +485,13 @@ class executor<System, Step> {
     for (index_t i = 0; i < n; ++i) v[i] = products_type::round(v[i]);
   }
 
-  // Whether the products read the weights from the master copy: a mixed-precision step whose
-  // product kernel rounds its operands as it packs them (bf16 on AVX512-BF16) gets the same
-  // products from the master weights as from a rounded copy, so only the biases need one. (A
-  // sparse first layer's product reads W's columns itself, unrounded: it keeps the copy.)
-  static constexpr bool products_read_master = [] {
-    if constexpr (mixed)
-      return products_type::rounds_operands && !sparse_input;
-    else
-      return true;
-  }();
-
-  // The parameters as the step computes with them: the master copy itself, or (mixed precision)
-  // a copy rounded to the compute format, refreshed from the master copy on every call (users may
-  // have written parameters() since the last step) — only its biases when products_read_master.
-  // The products read their weights at product_weights(): the master copy or this one.
+  // The parameters as the step computes with them (mixed precision: the rounded working copy),
+  // and where the products read the weights, given that.
   const value_type* working_parameters() {
-    if constexpr (!mixed) {
-      return memory_.parameters().data();
-    } else {
-      const value_type* master = memory_.parameters().data();
-      value_type* working = working_params_.data();
-      const auto round_range = [&](index_t first, index_t last) {
-        for (index_t i = first; i < last; ++i) working[i] = products_type::round(master[i]);
-      };
-      if constexpr (products_read_master) {
-        round_biases<feature_stack>(Net::features_offset, round_range);
-        round_biases<classifier_stack>(Net::classifier_offset, round_range);
-        round_biases<discriminator_stack>(Net::discriminator_offset, round_range);
-      } else if (dealt()) {
-        // Each thread rounds the weights its part of the sparse layer reads, as the update.
-        host::run_on_team(feature_parts_.parts(), [&](int t, int team, auto&&) {
-          host::for_each_owned_run(weight_blocks_, 0, Net::param_count, t, team, round_range);
-        });
-      } else {
-        // As memory-bound as the update, and split as it is: each thread rounds the weights whose
-        // gradient it writes and its products read (a sparse step on one thread keeps it there).
-        host::for_each_owned_slice<System, value_type>(weight_blocks_, 0, Net::param_count,
-                                                       round_range, !sparse_input);
-      }
-      return working;
-    }
+    return working_copy_.refresh(memory_.parameters().data(), weight_blocks_, sparse_batch_);
   }
-  // Where the products read the weights, given working_parameters()' result.
   const value_type* product_weights(const value_type* working) const {
-    return products_read_master ? memory_.parameters().data() : working;
-  }
-  // Runs round_range(first, last) over each bias of `Stack`, whose parameters start at `offset`
-  // (a layer's parameters after its weights: a dense layer's [out], a convolution's [C_out], none
-  // for max-pooling).
-  template <class Stack, class F>
-  static void round_biases(index_t offset, const F& round_range) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((round_range(
-           offset + Stack::template param_offset<I>() + Stack::template layer<I>::weight_count,
-           offset + Stack::template param_offset<I>() + Stack::template layer<I>::param_count)),
-       ...);
-    }
-    (std::make_index_sequence<Stack::depth>{});
+    return working_copy_.product_weights(memory_.parameters().data(), working);
   }
 
   // G_f and G_y on the x.cols samples of one evaluation chunk; writes `out` from sample `first`.
@@ -834,55 +515,12 @@ class executor<System, Step> {
     }
   }
 
-  // Checks the sparse batch, lists the features it uses, and clears the first layer's weight
-  // gradient where the previous batch wrote it: the sparse weight gradient writes only the
-  // columns of used features and needs zeros there; every other column stays zero.
-  sparse_matrix_view<const value_type> prepare_sparse_batch() {
-    const index_t rows = rows_;
-    sparse_matrix_view<const value_type> x = memory_.sparse_view();
-    const std::int32_t* offsets = x.offsets;
-    const std::int32_t* indices = x.indices;
-    host::check_sparse_offsets("train_step", offsets, rows, memory_.sparse_capacity());
-    constexpr index_t out = feature_stack::template layer<0>::out;
-    value_type* dw = memory_.gradients().data() + Net::features_offset;  // layer 0's W first
-    std::swap(used_features_, previous_used_features_);
-    for (index_t k = 0; k < used_count_; ++k)
-      std::fill_n(dw + index_t(previous_used_features_.data()[k]) * out, out, value_type(0));
-    std::uint8_t* marks = feature_marks_.data();
-    std::int32_t* used = used_features_.data();
-    used_count_ = 0;
-    for (index_t k = 0, nnz = offsets[rows]; k < nnz; ++k) {
-      const std::int32_t j = indices[k];
-      if (j < 0 || j >= input_width) {
-        for (index_t u = 0; u < used_count_; ++u) marks[used[u]] = 0;
-        used_count_ = 0;
-        host::fail_sparse_index("train_step", k, j, input_width);
-      }
-      if (!marks[j]) {
-        marks[j] = 1;
-        used[used_count_++] = j;
-      }
-    }
-    for (index_t u = 0; u < used_count_; ++u) marks[used[u]] = 0;
-    x.used_rows = used;
-    x.used_count = used_count_;
-    return x;
-  }
-
-  // Whether the sparse batch is dealt among threads by feature (sparse_feature_parts).
-  bool dealt() const { return feature_parts_.parts() > 1; }
-
-  // The same checks, then the batch dealt among the threads by feature; each thread first clears
-  // its columns of the weight gradient that the previous batch wrote.
-  host::dealt_sparse_batch<value_type> deal_sparse_batch() {
-    const index_t rows = rows_;
-    const sparse_matrix_view<const value_type> x = memory_.sparse_view();
-    host::check_sparse_offsets("train_step", x.offsets, rows, memory_.sparse_capacity());
-    host::check_sparse_indices("train_step", x.indices, x.offsets[rows], input_width);
-    constexpr index_t out = feature_stack::template layer<0>::out;
-    value_type* dw = memory_.gradients().data() + Net::features_offset;  // layer 0's W first
-    return feature_parts_.deal(x,
-                               [dw](index_t j) { std::fill_n(dw + j * out, out, value_type(0)); });
+  // Whether the sparse batch is dealt among threads by feature.
+  bool dealt() const {
+    if constexpr (sparse_input)
+      return sparse_batch_.dealt();
+    else
+      return false;
   }
 
   //! Records the weight matrices of `Stack`, whose parameters start at `offset`, from
@@ -896,13 +534,13 @@ class executor<System, Step> {
             const index_t begin = offset + Stack::template param_offset<I>();
             if constexpr (I == 0 && sparse_input) {
               // Dealt by feature among the parts, or one thread's.
-              const int parts = feature_parts_.parts();
+              const int parts = sparse_batch_.parts();
               weight_blocks_[next++] = {
                   begin, layer::out, layer::in,
                   parts > 1 ? host::detail::product_split{host::split_along::columns, parts,
-                                                          layer::in, feature_parts_.block()}
+                                                          layer::in, sparse_batch_.block()}
                             : host::detail::product_split::one_thread(layer::out, layer::in),
-                  parts > 1 ? feature_parts_.block() : 0};
+                  sparse_batch_.block()};
             } else if constexpr (nn::kind_of<layer>() != nn::layer_kind::dense) {
               // A convolution's ∂L/∂W sums products over chunks of samples (host/conv.hpp): one
               // thread updates it; max-pooling has no weights (an empty block keeps the order).
@@ -926,19 +564,10 @@ class executor<System, Step> {
   index_t rows_;                      // rows per batch: B source, then B target with target rows
   index_t classifier_rows_;           // rows G_y runs on: B, or all rows when the head reads them
   index_t classifier_backward_rows_;  // rows G_y's backward runs on: B, or all rows
-  // Mixed precision: the parameters rounded (only their biases are written when
-  // products_read_master), else empty.
-  buffer<value_type, System> working_params_;
-  // Features the current and the previous sparse batch use, and a mark per feature (all 0
-  // between calls) to list them without duplicates.
-  buffer<std::int32_t, System> used_features_, previous_used_features_;
-  buffer<std::uint8_t, System> feature_marks_;
-  index_t used_count_ = 0;
-  // The batch dealt among the threads by feature: a sparse step with more than one thread.
-  host::sparse_feature_parts<value_type> feature_parts_;
-  // The prepared sparse batch: listed on one thread, or dealt.
-  sparse_matrix_view<const value_type> listed_batch_{};
-  host::dealt_sparse_batch<value_type> dealt_batch_{};
+  // Mixed precision: the parameters rounded to the compute format.
+  host::working_copy<Step, System, products_type> working_copy_;
+  // A sparse step's batch, listed or dealt among the threads by feature.
+  host::sparse_batch_preparer<value_type, System> sparse_batch_;
   // Every scratch below, carved once: the training scratch, and the evaluation scratch (eval_*)
   // over it.
   buffer<value_type, System> workspace_;
@@ -947,16 +576,11 @@ class executor<System, Step> {
   stack_scratch<discriminator_stack> discriminator_;
   // CDAN: softmax(g) [classes, rows], T and δT [classes · features, rows], weights [1, rows].
   matrix_view<value_type> probabilities_, joint_, joint_gradient_, row_weights_;
-  // CORAL: X̃ [features, rows] and D = C_s − C_t [features, features]; the loss scale S.
-  matrix_view<value_type> centered_features_, covariance_difference_;
-  // MMD: pair (i, j), i < j, at (i, j): ‖h_i − h_j‖², then 2·c_ij·k'(‖h_i − h_j‖²).
-  matrix_view<value_type> pair_values_;
-  bool linear_mmd_ = false;  // the estimator of the last mmd_loss
-  // MCC: Ŷ = softmax(z/T) of the target rows [classes, B], their weights w [1, B], and per class
-  // (2/s_j, c_jj/s_j²) [classes, 2]; the temperature of the last mcc_loss.
-  matrix_view<value_type> target_probabilities_, target_weights_, class_terms_;
-  double temperature_ = 1;
-  double head_loss_scale_ = 1;
+  // The head's own scratch (head_type::scratch_elements values) and sums (sum_count doubles).
+  value_type* head_scratch_ = nullptr;
+  std::vector<double> head_sums_;
+  // S of the step being run, as label_loss received it (the head's backward reads it).
+  double loss_scale_ = 1;
   matrix_view<value_type> eval_input_;
   stack_scratch<feature_stack> eval_features_;
   stack_scratch<classifier_stack> eval_classifier_;
