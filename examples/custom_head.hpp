@@ -34,6 +34,20 @@ DAFUSE_HOST_DEVICE double log_partition(const T* z, df::index_t classes, double&
   return log(total);
 }
 
+//! H = −Σ_k p_k·log p_k of the row's softmax, from log_partition's max z and log.
+template <class T>
+DAFUSE_HOST_DEVICE double row_entropy_of(const T* z,
+                                         df::index_t classes,
+                                         double zmax,
+                                         double log_z) {
+  double entropy = 0;
+  for (df::index_t k = 0; k < classes; ++k) {
+    const double log_p = double(z[k]) - zmax - log_z;
+    entropy -= exp(log_p) * log_p;
+  }
+  return entropy;
+}
+
 //! H_i, for the loss's sum.
 template <class T>
 struct row_entropy {
@@ -43,12 +57,7 @@ struct row_entropy {
     const T* zi = z + i * classes;
     double zmax;
     const double log_z = log_partition(zi, classes, zmax);
-    double entropy = 0;
-    for (df::index_t k = 0; k < classes; ++k) {
-      const double log_p = double(zi[k]) - zmax - log_z;
-      entropy -= exp(log_p) * log_p;
-    }
-    return {{entropy}};
+    return {{row_entropy_of(zi, classes, zmax, log_z)}};
   }
 };
 
@@ -64,11 +73,7 @@ struct logit_gradient {
     T* di = dz + i * classes;
     double zmax;
     const double log_z = log_partition(zi, classes, zmax);
-    double entropy = 0;
-    for (df::index_t k = 0; k < classes; ++k) {
-      const double log_p = double(zi[k]) - zmax - log_z;
-      entropy -= exp(log_p) * log_p;
-    }
+    const double entropy = row_entropy_of(zi, classes, zmax, log_z);
     const double scale = lambda.get() * loss_scale.get() / double(batch);
     for (df::index_t k = 0; k < classes; ++k) {
       const double log_p = double(zi[k]) - zmax - log_z;

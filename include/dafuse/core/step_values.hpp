@@ -10,6 +10,7 @@
 //! (the heads' functors) serves both.
 #pragma once
 #include <dafuse/config.hpp>
+#include <dafuse/core/meta.hpp>
 
 namespace dafuse {
 
@@ -37,5 +38,17 @@ template <int K>
 struct sum_terms {
   double terms[K];
 };
+
+//! out[k] = Σ_i f(i).terms[k] over i in [0, n), added in index order on the calling thread: the
+//! map_sum of the systems that run on the CPU (the host executor's head view, system::omp_device).
+template <int K, class F>
+void sequential_map_sum(index_t n, const F& f, double* out) {
+  double s[K] = {};
+  for (index_t i = 0; i < n; ++i) {
+    const sum_terms<K> v = f(i);
+    for (int k = 0; k < K; ++k) s[k] += v.terms[k];
+  }
+  for (int k = 0; k < K; ++k) out[k] = s[k];
+}
 
 }  // namespace dafuse

@@ -99,12 +99,7 @@ class head_view {
   //! out[k] = Σ_i f(i).terms[k] over i in [0, n), added in index order.
   template <int K, class F>
   void map_sum(index_t n, const F& f, double* out) const {
-    double s[K] = {};
-    for (index_t i = 0; i < n; ++i) {
-      const sum_terms<K> v = f(i);
-      for (int k = 0; k < K; ++k) s[k] += v.terms[k];
-    }
-    for (int k = 0; k < K; ++k) out[k] = s[k];
+    sequential_map_sum<K>(n, f, out);
   }
   //! C = α·op(A)·op(B) + β·C for the product p on the step's kernels (α read now).
   void product(
