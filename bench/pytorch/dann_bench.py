@@ -225,20 +225,36 @@ def busy_cpus_now(seconds=0.5):
 
 
 def gemm_gflops(torch, n=2048, dtype=None, max_seconds=3.0):
+    """GFLOP/s of an n³ product (the median of up to 20 calls within max_seconds) and the calls
+    timed. A product of a type the CPU has no instructions for (bf16 without AVX512-BF16) can
+    take a minute at 2048³: when one call at n/4 says a call at n would pass max_seconds, the
+    n/4 product is timed instead (its rate is the same slow path's) and n/4 is returned."""
     dtype = dtype or torch.float32
     g = torch.Generator().manual_seed(0)
-    a = torch.randn(n, n, generator=g).to(dtype)
-    b = torch.randn(n, n, generator=g).to(dtype)
-    c = torch.empty(n, n, dtype=dtype)
+
+    def operands(size):
+        a = torch.randn(size, size, generator=g).to(dtype)
+        b = torch.randn(size, size, generator=g).to(dtype)
+        return a, b, torch.empty(size, size, dtype=dtype)
+
+    small = max(n // 4, 1)
+    a, b, c = operands(small)
     torch.mm(a, b, out=c)
+    t0 = time.perf_counter()
     torch.mm(a, b, out=c)
+    if (time.perf_counter() - t0) * (n / small) ** 3 <= max_seconds:
+        a, b, c = operands(n)
+        torch.mm(a, b, out=c)
+        torch.mm(a, b, out=c)
+    else:
+        n = small
     times = []
     start = time.perf_counter()
     while len(times) < 20 and (len(times) < 3 or time.perf_counter() - start < max_seconds):
         t0 = time.perf_counter()
         torch.mm(a, b, out=c)
         times.append(time.perf_counter() - t0)
-    return 2.0 * n ** 3 / statistics.median(times) / 1e9, len(times)
+    return 2.0 * n ** 3 / statistics.median(times) / 1e9, len(times), n
 
 
 def environment(torch, threads, bad_env):
@@ -896,12 +912,14 @@ def main():
         print(f"warning: OMP_NUM_THREADS={env['OMP_NUM_THREADS']} but --threads {args.threads}",
               file=sys.stderr)
 
-    gflops, reps = gemm_gflops(torch)
+    gflops, reps, _ = gemm_gflops(torch)
     try:
-        bf16_gflops, _ = gemm_gflops(torch, dtype=torch.bfloat16, max_seconds=2.0)
+        bf16_gflops, _, bf16_n = gemm_gflops(torch, dtype=torch.bfloat16, max_seconds=2.0)
     except RuntimeError:
-        bf16_gflops = None
+        bf16_gflops, bf16_n = None, None
+    # Without native bf16 instructions the probe times a 512³ product instead (gemm_gflops).
     env["gemm_2048_bf16_gflops"] = round(bf16_gflops, 1) if bf16_gflops else None
+    env["gemm_bf16_n"] = bf16_n
 
     ob = env["openblas"]
     print(f"torch {env['torch_version']} ({env['packages'].get('python3-torch', '?')}), "
