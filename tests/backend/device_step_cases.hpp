@@ -12,7 +12,11 @@
 #include <dafuse/data/batcher.hpp>
 #include <dafuse/data/dataset.hpp>
 #include <dafuse/head/cdan.hpp>
+#include <dafuse/head/coral.hpp>
 #include <dafuse/head/dann.hpp>
+#include <dafuse/head/mcc.hpp>
+#include <dafuse/head/mdd.hpp>
+#include <dafuse/head/mmd.hpp>
 #include <dafuse/head/source_only.hpp>
 #include <dafuse/step/train_step.hpp>
 #include <dafuse/train/checkpoint.hpp>
@@ -64,6 +68,11 @@ using mixed_net = df::nn::dann_net<df::nn::mlp<12, 10, 8, df::nn::tanh>,
 using cdan_net = df::nn::dann_net<df::nn::mlp<12, 16, 8, df::nn::relu>,
                                   df::nn::linear<8, 3>,
                                   df::nn::mlp<24, 10, 1, df::nn::relu>>;
+
+// MDD's adversarial classifier f' (G_d) gives one logit a class, as G_y.
+using mdd_net = df::nn::dann_net<df::nn::mlp<12, 16, 8, df::nn::relu>,
+                                 df::nn::linear<8, 3>,
+                                 df::nn::mlp<8, 6, 3, df::nn::relu>>;
 
 inline df::fit_args sgd_args() {
   return {.steps = 40,
@@ -242,6 +251,32 @@ TEST_SUITE(DAFUSE_TEST_SUITE) {
                                    df::clip::global_norm, df::optim::adam>>(adam_args(), 4, 1e-5);
   }
 
+  // The heads with maths of their own run their functors and products through the device
+  // executor's view (backend/device/head_view.hpp).
+  TEST_CASE("CORAL steps match the host step") {
+    check_against_host<device_step<relu_net, df::head::coral<df::schedule::ganin>,
+                                   df::clip::global_norm, df::optim::sgd>>(sgd_args(), 6, 1e-5);
+  }
+  TEST_CASE("MMD steps, both estimators, match the host step") {
+    check_against_host<device_step<relu_net, df::head::mmd<df::schedule::ganin>,
+                                   df::clip::global_norm, df::optim::sgd>>(sgd_args(), 6, 1e-5);
+    check_against_host<device_step<relu_net, df::head::mmd_linear<df::schedule::ganin>,
+                                   df::clip::none, df::optim::adam>>(adam_args(), 6, 1e-5);
+  }
+  TEST_CASE("MCC steps (G_y's backward on the target rows too) match the host step") {
+    check_against_host<device_step<mixed_net, df::head::mcc<df::schedule::ganin>,
+                                   df::clip::global_norm, df::optim::adam>>(adam_args(), 6, 1e-5);
+  }
+  TEST_CASE("MDD steps (G_d as the adversarial classifier) match the host step") {
+    check_against_host<device_step<mdd_net, df::head::mdd<df::schedule::ganin>,
+                                   df::clip::global_norm, df::optim::sgd>>(sgd_args(), 6, 1e-5);
+  }
+  TEST_CASE("fp64 device steps of a head with its own maths match the host fp64 step to 1e-10") {
+    check_against_host<device_step<mixed_net, df::head::coral<df::schedule::ganin>, df::clip::none,
+                                   df::optim::sgd, df::precision::fp64>>(sgd_args(), 4, 1e-10);
+    check_against_host<device_step<mdd_net, df::head::mdd<df::schedule::ganin>, df::clip::none,
+                                   df::optim::adam, df::precision::fp64>>(adam_args(), 4, 1e-10);
+  }
   TEST_CASE("fp64 device steps match the host fp64 step to 1e-10") {
     check_against_host<device_step<mixed_net, df::head::dann<df::schedule::ganin>,
                                    df::clip::global_norm, df::optim::sgd, df::precision::fp64>>(

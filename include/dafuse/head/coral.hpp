@@ -85,8 +85,8 @@ struct coral : scheduled_defaults<Schedule> {
     T* d = x + f * s.rows;
     v.for_each(2 * f, coral_maths::centre<T, typename View::rounding>{v.features(), x, b, f});
     const double alpha = 1.0 / double(b - 1);
-    v.product(products(s)[0], step_scalar(alpha), x, x, T(0), d);
-    v.product(products(s)[1], step_scalar(-alpha), x + f * b, x + f * b, T(1), d);
+    v.product(products(s)[0], alpha, x, x, T(0), d);
+    v.product(products(s)[1], -alpha, x + f * b, x + f * b, T(1), d);
     v.for_each(f * f, round_values<T, typename View::rounding>{d});
     v.template map_sum<1>(f * f, squares<T>{d}, v.sums());
     v.for_each(1, quotient{v.sums() + 1, v.sums(), 4.0 * double(f) * double(f)});
@@ -94,7 +94,8 @@ struct coral : scheduled_defaults<Schedule> {
   }
   //! λ·S·∂L/∂h written fresh into δh (added to it with `accumulate`): ∂L/∂C_s = D/(2F²) and, D
   //! symmetric, ∂L/∂x̃_i = D·x̃_i/((B − 1)·F²) on a source column, its negative on a target one;
-  //! the centring adds nothing (X̃'s columns sum to 0, so Σ_i D·x̃_i = 0). Nothing else is
+  //! the centring adds nothing (X̃'s columns sum to 0, so Σ_i D·x̃_i = 0). D is scaled by that
+  //! coefficient in place first (λ and S are read when the phase runs). Nothing else is
   //! trained: returns 0.
   template <class View, class Weight>
   static double backward(View& v, Weight lambda, bool accumulate = false) {
@@ -102,14 +103,15 @@ struct coral : scheduled_defaults<Schedule> {
     const shape s = v.shape();
     const index_t f = s.features, b = s.batch;
     const T* x = v.scratch();
-    const T* d = x + f * s.rows;
+    T* d = v.scratch() + f * s.rows;
     T* dh = v.feature_gradient();
     double* coefficient = v.sums() + 2;
     v.for_each(1, product_of_scalars{coefficient, step_scalar(lambda), v.loss_scale(),
                                      double(b - 1) * double(f) * double(f)});
+    v.for_each(f * f, scale_values<T, typename View::rounding>{d, step_scalar(coefficient, 1.0)});
     const T beta = accumulate ? T(1) : T(0);
-    v.product(products(s)[2], step_scalar(coefficient, 1.0), d, x, beta, dh);
-    v.product(products(s)[3], step_scalar(coefficient, -1.0), d, x + f * b, beta, dh + f * b);
+    v.product(products(s)[2], 1.0, d, x, beta, dh);
+    v.product(products(s)[3], -1.0, d, x + f * b, beta, dh + f * b);
     v.for_each(f * s.rows, round_values<T, typename View::rounding>{dh});
     return 0.0;
   }

@@ -213,7 +213,7 @@ struct mmd : scheduled_defaults<Schedule> {
     v.for_each(s.rows,
                mmd_maths::gradient_column<T>{q, m, s.rows, step_scalar(lambda), v.loss_scale()});
     T* dh = v.feature_gradient();
-    v.product(products(s)[0], step_scalar(1.0), v.features(), m, accumulate ? T(1) : T(0), dh);
+    v.product(products(s)[0], 1.0, v.features(), m, accumulate ? T(1) : T(0), dh);
     v.for_each(s.features * s.rows, round_values<T, typename View::rounding>{dh});
     return 0.0;
   }

@@ -4,27 +4,27 @@
 //! declares, and the view an executor hands its forward and backward.
 //!
 //! A head's maths is written once, over a view, as `DAFUSE_HOST_DEVICE` functors run by the
-//! view's loops and products it declares ahead; the host executor runs them at once on the CPU
-//! (backend/host/head_view.hpp). A view `v` of value type T gives:
+//! view's loops and products it declares ahead. The host executor runs them at once on the CPU
+//! (backend/host/head_view.hpp); the device executor queues them on its stream
+//! (backend/device/head_view.hpp). A view `v` of value type T gives:
 //!
-//! | member                               | what it is | | ------------------------------------ |
-//! ------------------------------------------------------ | | `v.shape()` | head::shape: B, the
-//! rows of h, F, the classes          | | `v.features()`, `v.feature_gradient()` | h and δh: [F,
-//! rows] (T*, column-major)              | | `v.logits()`, `v.logit_gradient()`   | z and δz of
-//! G_y: [classes, rows G_y ran on]            | | `v.discriminator_output()`,
-//! `v.discriminator_gradient()` | G_d's output and its gradient: [out, rows] | | `v.scratch()` |
-//! the head's scratch_elements(shape) values of T         | | `v.sums()` | the head's sum_count
-//! doubles, for map_sum and scalars  | | `v.loss_scale()`                     | S, the step's loss
-//! scale (a step_scalar)               | | `v.for_each(n, f)`                   | f(i) for each i
-//! in [0, n), in any order                | | `v.map_sum<K>(n, f, out)`            | out[k] = Σ_i
-//! f(i).terms[k], in index order             | | `v.product(p, α, A, B, β, C)`        | C =
-//! α·op(A)·op(B) + β·C for a declared product p       | | `v.result(loss, accuracy)`           |
-//! what forward returns, from step_scalars               | | `View::rounding::round(x)`           |
-//! x rounded to the step's stored format (mixed precision)|
+//!   v.shape()                                 head::shape: B, the rows of h, F, the classes
+//!   v.features(), v.feature_gradient()        h and δh: [F, rows] (T*, column-major)
+//!   v.logits(), v.logit_gradient()            z and δz of G_y: [classes, rows G_y ran on]
+//!   v.discriminator_output(), ..._gradient()  G_d's output and its gradient: [out, rows]
+//!   v.scratch()                               the head's scratch_elements(shape) values of T
+//!   v.sums()                                  the head's sum_count doubles
+//!   v.loss_scale()                            S, the step's loss scale (a step_scalar)
+//!   v.for_each(n, f)                          f(i) for each i in [0, n), in any order
+//!   v.map_sum<K>(n, f, out)                   out[k] = Σ_i f(i).terms[k], the same bits each run
+//!   v.product(p, α, A, B, β, C)               C = α·op(A)·op(B) + β·C, p declared, α a number
+//!   v.result(loss, accuracy)                  what forward returns, from step_scalars
+//!   View::rounding::round(x)                  x rounded to the step's stored format
 //!
 //! Values the phases compute reach later phases through `sums()` and step_scalars (read when a
 //! phase runs), never as numbers read back when a phase is queued: a device step queues its
-//! phases once and replays them.
+//! phases once and replays them. So a product's α is a number known when it is queued; a factor
+//! that a phase computes (λ·S) scales an operand first (scale_values).
 #pragma once
 #include <dafuse/config.hpp>
 #include <dafuse/core/meta.hpp>
@@ -40,9 +40,33 @@ struct shape {
   index_t classes = 0;   //!< G_y's outputs
 };
 
+//! What a view points at: the step's buffers a head reads and writes (column-major, one column
+//! a row of the batch), the head's scratch and sums, in the memory of the step's system.
+template <class T>
+struct view_buffers {
+  T* features = nullptr;                //!< h: [F, rows]
+  T* feature_gradient = nullptr;        //!< δh: [F, rows]
+  T* logits = nullptr;                  //!< z: [classes, rows G_y ran on]
+  T* logit_gradient = nullptr;          //!< δz, laid out as z
+  T* discriminator_output = nullptr;    //!< G_d's output: [out, rows] (null without G_d)
+  T* discriminator_gradient = nullptr;  //!< its gradient
+  T* scratch = nullptr;                 //!< the head's scratch_elements(shape) values
+  double* sums = nullptr;               //!< the head's sum_count doubles
+
+  //! The buffers of a later term of a sum of heads: its scratch and sums after the earlier
+  //! terms'.
+  view_buffers after(index_t scratch_values, index_t sum_values) const {
+    view_buffers b = *this;
+    b.scratch += scratch_values;
+    b.sums += sum_values;
+    return b;
+  }
+};
+
 //! A product a head runs: C[m, n] = α·op(A)·op(B) + β·C, column-major with leading dimensions,
 //! op(A) = Aᵀ when transpose_a (A stored [k, m]). Declared by the head for a shape (its
-//! `products(shape)`), so that a system that plans its products does so once.
+//! `products(shape)`); a system that plans its products plans each the first time it is queued
+//! (a device step's first run, which is never captured into a graph).
 struct product {
   bool transpose_a = false;
   bool transpose_b = false;
@@ -71,6 +95,17 @@ struct squares {
   const T* x;
   DAFUSE_HOST_DEVICE sum_terms<1> operator()(index_t i) const {
     return {{double(x[i]) * double(x[i])}};
+  }
+};
+
+//! x ← round(by · x) over n values: a factor known only when the phase runs (λ·S), applied to an
+//! operand before a product, whose α is a number known when it is queued.
+template <class T, class Rounding>
+struct scale_values {
+  T* x;
+  step_scalar by;
+  DAFUSE_HOST_DEVICE void operator()(index_t i) const {
+    x[i] = Rounding::round(T(by.get() * double(x[i])));
   }
 };
 

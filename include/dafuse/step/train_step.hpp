@@ -423,8 +423,8 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
   //! system, handles of values in device memory on a device system.
   template <class S>
   struct figures {
-    S label_loss{}, domain_loss{}, domain_accuracy{};
-    S features_sq{}, classifier_sq{}, discriminator_sq{};
+    S label_loss = S(0.0), domain_loss = S(0.0), domain_accuracy = S(0.0);
+    S features_sq = S(0.0), classifier_sq = S(0.0), discriminator_sq = S(0.0);
   };
 
   // The phases of the forward, the losses and the backward, in order, over any executor: G_f, G_y,

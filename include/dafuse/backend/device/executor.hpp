@@ -20,6 +20,7 @@
 #include <dafuse/config.hpp>
 
 #include <dafuse/backend/device/functors.hpp>
+#include <dafuse/backend/device/head_view.hpp>
 #include <dafuse/backend/device/primitives.hpp>
 #include <dafuse/backend/device/resident_loader.hpp>
 #include <dafuse/backend/executor.hpp>
@@ -29,6 +30,7 @@
 #include <dafuse/core/rng.hpp>
 #include <dafuse/data/dataset.hpp>
 #include <dafuse/head/head_base.hpp>
+#include <dafuse/head/view.hpp>
 #include <dafuse/nn/activation.hpp>
 #include <dafuse/nn/conv2d.hpp>
 #include <dafuse/nn/dann_net.hpp>
@@ -178,11 +180,9 @@ class executor<System, Step> {
   static_assert(!Step::mixed,
                 "dafuse: bf16 and fp16 steps run on the host systems only for now; on a device "
                 "system use precision::fp32 (or fp64)");
-  static_assert(!Step::head_type::own_maths && !Step::head_type::writes_logit_gradient &&
-                    !weights_terms<typename Step::head_type>,
-                "dafuse: head::coral, head::mmd, head::mcc, head::mdd and head::combine run on "
-                "the host systems only for now; train them with system::omp, or use head::dann "
-                "or head::cdan on a device");
+  static_assert(!weights_terms<typename Step::head_type>,
+                "dafuse: head::combine runs on the host systems only for now; train it with "
+                "system::omp, or one of its heads alone on a device");
   static_assert(!nn::has_image_layers<typename Step::feature_stack>,
                 "dafuse: convolutional feature extractors (nn::conv_net) run on the host systems "
                 "only for now; train them with system::omp");
@@ -205,6 +205,8 @@ class executor<System, Step> {
   using plans_of = device::stack_plans<Stack, T, ops_type>;
   using control_type = device::step_control<Optim, T>;
   using scalar = step_scalar;
+  using head_type = typename Step::head_type;
+  friend class device::head_view<executor>;
 
  public:
   //! Sizes and allocates every buffer once for args.batch and args.eval_chunk and plans every
@@ -214,12 +216,14 @@ class executor<System, Step> {
         batch_(args.batch),
         rows_(Step::rows_for(args.batch)),
         classifier_rows_(Step::classifier_rows_for(args.batch)),
+        classifier_backward_rows_(head_type::writes_logit_gradient ? classifier_rows_ : batch_),
         chunk_(args.eval_chunk),
         params_(Net::param_count, T(0)),
         grads_(Net::param_count, T(0)),
         state_(Net::param_count * Optim::state_per_param, T(0)),
         input_(input_width * rows_, T(0)),
         labels_(batch_, 0),
+        head_sums_(head_type::sum_count, 0.0),
         control_storage_(sizeof(control_type) / sizeof(std::uint64_t) + 1, 0) {
     control_ = reinterpret_cast<control_type*>(control_storage_.data());
     const control_type fresh{};
@@ -232,7 +236,8 @@ class executor<System, Step> {
         memory_of<feature_stack>::elements(rows, true) +
             memory_of<classifier_stack>::elements(classified, true) +
             (trains_discriminator ? memory_of<discriminator_stack>::elements(rows, true) : 0) +
-            joint_values + input_width * chunk + memory_of<feature_stack>::elements(chunk, false) +
+            joint_values + head_type::scratch_elements(head_shape()) + input_width * chunk +
+            memory_of<feature_stack>::elements(chunk, false) +
             memory_of<classifier_stack>::elements(chunk, false) + longest,
         T(0));
     T* cursor = workspace_.data();
@@ -252,6 +257,7 @@ class executor<System, Step> {
       joint_gradient_ = carve(joint_width * rows);
       row_weights_ = carve(rows);
     }
+    head_scratch_ = carve(head_type::scratch_elements(head_shape()));
     eval_input_ = carve(input_width * chunk);
     eval_features_ = {carve(memory_of<feature_stack>::elements(chunk, false)), chunk, false};
     eval_classifier_ = {carve(memory_of<classifier_stack>::elements(chunk, false)), chunk, false};
@@ -269,7 +275,7 @@ class executor<System, Step> {
                                 input_.data(), features_, rows, true, nullptr, ones_);
     classifier_plans_ = plans_of<classifier_stack>(
         ops_, p + Net::classifier_offset, g + Net::classifier_offset, features_.output(),
-        classifier_, batch_, true, features_.output_gradient(), ones_);
+        classifier_, classifier_backward_rows_, true, features_.output_gradient(), ones_);
     if constexpr (trains_discriminator)
       discriminator_plans_ = plans_of<discriminator_stack>(
           ops_, p + Net::discriminator_offset, g + Net::discriminator_offset,
@@ -493,9 +499,22 @@ class executor<System, Step> {
     std::forward<Phases>(phases)();
   }
 
-  //! What the head's forward and backward run on: the executor's passes themselves (a head with
-  //! maths of its own, which would need the view's loops and products, is refused above).
-  executor& head_view() { return *this; }
+  //! The view the head's forward and backward run on (head/view.hpp): its loops, sums and
+  //! products are queued on the executor's stream.
+  auto head_view() {
+    T* g = nullptr;
+    T* dg = nullptr;
+    if constexpr (trains_discriminator) {
+      g = discriminator_.output();
+      dg = discriminator_.output_gradient();
+    }
+    return device::head_view<executor>(
+        *this, head_shape(),
+        head::view_buffers<T>{features_.output(), features_.output_gradient(), classifier_.output(),
+                              classifier_.output_gradient(), g, dg, head_scratch_,
+                              head_sums_.data()},
+        scalar{&control_->used_scale, 1.0});
+  }
 
   //! The batch is already in the system's memory: nothing to ready.
   void prepare_batch() {}
@@ -518,10 +537,11 @@ class executor<System, Step> {
   }
 
   //! Module M's backward from the gradient its output holds: writes ∂L/∂θ_M and sums its squared
-  //! norm into device memory (the handle returned). G_y runs on the B source columns and G_d on
-  //! all rows; each writes (or, with `accumulate`, adds) input_scale times its input gradient
-  //! into δh, or δT for a G_d that reads the multilinear map. A device value as input_scale (the
-  //! reversal's −λ) multiplies the gradient it writes; it cannot be added to one.
+  //! norm into device memory (the handle returned). G_y runs on the B source columns (all its
+  //! rows when the head writes the target rows' logit gradient) and G_d on all rows; each writes
+  //! (or, with `accumulate`, adds) input_scale times its input gradient into δh, or δT for a G_d
+  //! that reads the multilinear map. A device value as input_scale (the reversal's −λ) multiplies
+  //! the gradient it writes; it cannot be added to one.
   template <module M>
   scalar backward(scalar input_scale, bool accumulate) {
     using stack = typename Net::template stack<M>;
@@ -537,8 +557,9 @@ class executor<System, Step> {
       stack_backward<stack>(features_plans_, at, input_.data(), features_, rows_, nullptr, T(1),
                             false);
     } else if constexpr (M == module::classifier) {
-      stack_backward<stack>(classifier_plans_, at, features_.output(), classifier_, batch_,
-                            features_.output_gradient(), alpha, accumulate);
+      stack_backward<stack>(classifier_plans_, at, features_.output(), classifier_,
+                            classifier_backward_rows_, features_.output_gradient(), alpha,
+                            accumulate);
     } else {
       T* dx = reads_joint ? joint_gradient_ : features_.output_gradient();
       stack_backward<stack>(discriminator_plans_, at, reads_joint ? joint_ : features_.output(),
@@ -655,15 +676,51 @@ class executor<System, Step> {
     if (n > 0) thrust::for_each_n(ops_.policy(), thrust::counting_iterator<index_t>(0), n, f);
   }
 
+  // ---- What the head's view queues (device::head_view) ------------------------------------
+
+  // The sizes the head sees.
+  head::shape head_shape() const { return {batch_, rows_, feature_width, class_count}; }
+  template <class F>
+  void queue_for_each(index_t n, const F& f) {
+    for_each(n, f);
+  }
+  template <int K, class F>
+  void queue_map_sum(index_t n, const F& f, double* out) {
+    ops_.template map_sum<K>(n, f, out);
+  }
+  // C = α·op(A)·op(B) + β·C for a head's product p: planned the first time p is queued, for any
+  // operand address (the alignment of T alone), and kept.
+  void queue_head_product(const head::product& p, T alpha, const T* a, const T* b, T beta, T* c) {
+    auto it = std::find_if(head_plans_.begin(), head_plans_.end(),
+                           [&](const auto& planned) { return planned.first == p; });
+    if (it == head_plans_.end()) {
+      if (p.m < 0 || p.n < 0 || p.k < 0 || p.lda < (p.transpose_a ? p.k : p.m) ||
+          p.ldb < (p.transpose_b ? p.n : p.k) || p.ldc < p.m)
+        fail("device executor", "head product",
+             "sizes >= 0 and leading dimensions at least the rows of what they lay out",
+             "m " + std::to_string(p.m) + ", n " + std::to_string(p.n) + ", k " +
+                 std::to_string(p.k));
+      head_plans_.emplace_back(
+          p, ops_.plan(device::product_shape<T>{p.transpose_a, p.transpose_b, p.m, p.n, p.k, p.lda,
+                                                p.ldb, p.ldc}));
+      it = head_plans_.end() - 1;
+    }
+    ops_.run(it->second, alpha, a, b, beta, c);
+  }
+
   // One step's work in order: begin_step, the phases, decide_step and (training) the update.
   template <class Rules, class Phases>
   void queue(const Rules& rules, Phases& phases, double lambda, bool update) {
     const bool draws = update && has_resident_data();
     if (draws) queue_batch();
     for_each(1, device::begin_step<Rules, control_type>{rules, control_, lambda});
-    phases(*this, scalar{&control_->lambda, 1.0}, scalar{&control_->used_scale, 1.0});
-    for_each(1, device::decide_step<Rules, Optim, T>{rules, control_, batch_, rows_,
-                                                     trains_discriminator, update, draws});
+    const auto f =
+        phases(*this, scalar{&control_->lambda, 1.0}, scalar{&control_->used_scale, 1.0});
+    const device::step_figures figures{f.label_loss,
+                                       f.domain_loss,
+                                       f.domain_accuracy,
+                                       {f.features_sq, f.classifier_sq, f.discriminator_sq}};
+    for_each(1, device::decide_step<Rules, Optim, T>{rules, control_, figures, update, draws});
     if (update)
       for_each(Step::trained_param_count,
                device::update_parameter<Optim, T>{params_.data(), grads_.data(), state_.data(),
@@ -775,10 +832,13 @@ class executor<System, Step> {
 
   ops_type ops_;  // first: the stream and the products' workspace outlive every buffer's use
   fit_args args_;
-  index_t batch_, rows_, classifier_rows_, chunk_;
+  index_t batch_, rows_, classifier_rows_;
+  index_t classifier_backward_rows_;  // B, or G_y's rows when the head writes their δz
+  index_t chunk_;
   buffer<T, System> params_, grads_, state_;       // [param_count] each, state × state_per_param
   buffer<T, System> input_;                        // [input_width, rows]
   buffer<std::int32_t, System> labels_;            // [B]
+  buffer<double, System> head_sums_;               // the head's sum_count sums
   buffer<std::uint64_t, System> control_storage_;  // room for the control block
   control_type* control_ = nullptr;                // in control_storage_
   buffer<T, System> workspace_;                    // every activation below, carved once
@@ -789,7 +849,10 @@ class executor<System, Step> {
   T* joint_ = nullptr;           // T [classes · F, rows]
   T* joint_gradient_ = nullptr;  // δT
   T* row_weights_ = nullptr;     // CDAN+E's w [rows]
-  T* eval_input_ = nullptr;      // [input_width, chunk]
+  T* head_scratch_ = nullptr;    // the head's scratch_elements(shape) values
+  // The head's products (head/view.hpp), each planned once.
+  std::vector<std::pair<head::product, typename ops_type::template product_plan<T>>> head_plans_;
+  T* eval_input_ = nullptr;  // [input_width, chunk]
   memory_of<feature_stack> eval_features_;
   memory_of<classifier_stack> eval_classifier_;
   T* ones_ = nullptr;  // [max(rows, chunk)] ones: ∂b = δz·1

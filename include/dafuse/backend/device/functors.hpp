@@ -235,30 +235,36 @@ struct begin_step {
   }
 };
 
-//! The end of a queued step's phases: the report from the sums, the unscaled norms, and, with
-//! `update`, the rules' plan (overflow skip, loss scaler, clip, rates) for the update pass, the
-//! optimizer's coefficients of each module, the tallies and the step count. A step refused for
+//! What a step's phases produced, as handles of values in the step's memory (or constants): the
+//! losses and the domain accuracy the report gives, and the raw squared gradient norms of G_f,
+//! G_y and G_d (scaled by S²).
+struct step_figures {
+  step_scalar label_loss, domain_loss, domain_accuracy;
+  step_scalar norm_sq[3];
+};
+
+//! The end of a queued step's phases: the report from the phases' figures, the unscaled norms, and,
+//! with `update`, the rules' plan (overflow skip, loss scaler, clip, rates) for the update pass,
+//! the optimizer's coefficients of each module, the tallies and the step count. A step refused for
 //! a label out of range changes nothing but `refused_label`.
 template <class Rules, class Optim, class T>
 struct decide_step {
   Rules rules;
   step_control<Optim, T>* c;
-  index_t batch, rows;  //!< B, and the rows G_d reads
-  bool discriminator;   //!< the step trains G_d (the domain figures are meaningful)
-  bool update;          //!< a training step (false: compute_gradients)
-  bool drew_batch;      //!< the resident loader drew this step's batch: count it
+  step_figures figures;  //!< what the phases produced
+  bool update;           //!< a training step (false: compute_gradients)
+  bool drew_batch;       //!< the resident loader drew this step's batch: count it
   DAFUSE_HOST_DEVICE void operator()(index_t) const {
     if (drew_batch) ++c->batches;
     step_report r{};
-    r.label_loss = c->label_loss_sum / double(batch);
-    if (discriminator) {
-      r.domain_loss = c->domain_loss_sum / double(rows);
-      r.domain_accuracy = c->domain_right / double(rows);
-    }
+    r.label_loss = figures.label_loss.get();
+    r.domain_loss = figures.domain_loss.get();
+    r.domain_accuracy = figures.domain_accuracy.get();
     r.lambda = c->lambda;
     r.loss_scale = c->used_scale;
-    const grad_norms n =
-        rules.unscaled(grad_norms{c->norm_sq[0], c->norm_sq[1], c->norm_sq[2]}, c->used_scale);
+    const grad_norms n = rules.unscaled(
+        grad_norms{figures.norm_sq[0].get(), figures.norm_sq[1].get(), figures.norm_sq[2].get()},
+        c->used_scale);
     c->norms = n;
     r.grad_norm = n.global();
     r.task_grad_norm = n.task();

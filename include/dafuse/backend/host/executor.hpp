@@ -346,8 +346,9 @@ class executor<System, Step> {
         trains_discriminator ? discriminator_.output_gradient() : none;
     return host::head_view<executor, products_type>(
         *this, gemm_, head_shape(),
-        {features_.output().data, features_.output_gradient().data, classifier_.output().data,
-         classifier_.output_gradient().data, g.data, dg.data, head_scratch_, head_sums_.data()},
+        head::view_buffers<value_type>{
+            features_.output().data, features_.output_gradient().data, classifier_.output().data,
+            classifier_.output_gradient().data, g.data, dg.data, head_scratch_, head_sums_.data()},
         loss_scale_);
   }
 

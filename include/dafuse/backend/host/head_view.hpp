@@ -16,20 +16,6 @@
 
 namespace dafuse::backend::host {
 
-//! What a host view points at: the step's buffers a head reads and writes (column-major, one
-//! column a row of the batch), the head's scratch and sums.
-template <class T>
-struct head_buffers {
-  T* features = nullptr;                //!< h: [F, rows]
-  T* feature_gradient = nullptr;        //!< δh: [F, rows]
-  T* logits = nullptr;                  //!< z: [classes, rows G_y ran on]
-  T* logit_gradient = nullptr;          //!< δz, laid out as z
-  T* discriminator_output = nullptr;    //!< G_d's output: [out, rows] (null without G_d)
-  T* discriminator_gradient = nullptr;  //!< its gradient
-  T* scratch = nullptr;                 //!< the head's scratch_elements(shape) values
-  double* sums = nullptr;               //!< the head's sum_count doubles
-};
-
 //! The view over the host executor `Exec`, whose products run on `Products` (gemm_workspace, or
 //! mixed_products, whose round() also rounds what the head stores). It also passes the modules'
 //! passes a head runs (G_d's forward and backward, the domain loss, CDAN's map) to the executor.
@@ -46,7 +32,7 @@ class head_view {
   head_view(Exec& exec,
             Products& products,
             const head::shape& shape,
-            const head_buffers<T>& buffers,
+            const head::view_buffers<T>& buffers,
             double loss_scale)
       : exec_(&exec),
         products_(&products),
@@ -101,10 +87,9 @@ class head_view {
   void map_sum(index_t n, const F& f, double* out) const {
     sequential_map_sum<K>(n, f, out);
   }
-  //! C = α·op(A)·op(B) + β·C for the product p on the step's kernels (α read now).
-  void product(
-      const head::product& p, step_scalar alpha, const T* a, const T* b, T beta, T* c) const {
-    const T scale = T(alpha.get());
+  //! C = α·op(A)·op(B) + β·C for the product p on the step's kernels.
+  void product(const head::product& p, double alpha, const T* a, const T* b, T beta, T* c) const {
+    const T scale = T(alpha);
     if (p.transpose_a) {
       if (p.transpose_b)
         products_->template product<op::transpose, op::transpose>(p.m, p.n, p.k, scale, a, p.lda, b,
@@ -127,8 +112,7 @@ class head_view {
   //! The view of a later term of a sum of heads: its scratch and sums after the earlier terms'.
   head_view after(index_t scratch_values, index_t sum_values) const {
     head_view v = *this;
-    v.buffers_.scratch += scratch_values;
-    v.buffers_.sums += sum_values;
+    v.buffers_ = buffers_.after(scratch_values, sum_values);
     return v;
   }
 
@@ -136,7 +120,7 @@ class head_view {
   Exec* exec_;
   Products* products_;
   head::shape shape_;
-  head_buffers<T> buffers_;
+  head::view_buffers<T> buffers_;
   double loss_scale_;
 };
 

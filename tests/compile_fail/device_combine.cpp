@@ -1,14 +1,16 @@
-// The heads without a discriminator run on the host executor only for now: a device system
-// (system::cuda; system::omp_device here, its CPU stand-in) refuses them with a sentence.
-// expect: dafuse: head::coral, head::mmd, head::mcc, head::mdd and head::combine run on
+// A sum of heads runs on the host executor only for now (its terms' weights are numbers the host
+// computes each step): a device system (system::cuda; system::omp_device here, its CPU stand-in)
+// refuses it with a sentence. Each of its heads alone runs there.
+// expect: dafuse: head::combine runs on the host systems only for now
 // errors: 1
 #include <dafuse/backend/omp_device/executor.hpp>
+#include <dafuse/head/combine.hpp>
 #include <dafuse/head/coral.hpp>
 #include "common.hpp"
 #ifdef DAFUSE_COMPILE_FAIL
-using head = df::head::coral<>;
+using head = df::head::combine<df::head::dann<>, df::head::coral<>>;
 #else
-using head = df::head::dann<>;
+using head = df::head::coral<>;
 #endif
 using step = df::train_step<good_net,
                             df::loader::resident,
