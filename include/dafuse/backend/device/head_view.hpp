@@ -6,6 +6,7 @@
 #pragma once
 #include <dafuse/config.hpp>
 
+#include <dafuse/backend/head_view_base.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/core/step_values.hpp>
 #include <dafuse/head/view.hpp>
@@ -18,10 +19,12 @@ namespace dafuse::backend::device {
 //! It also passes the modules' passes a head runs (G_d's forward and backward, the domain loss,
 //! CDAN's map) to the executor.
 template <class Exec>
-class head_view {
+class head_view : public head_view_base<Exec> {
+  using base = head_view_base<Exec>;
+
  public:
-  using value_type = typename Exec::value_type;
-  using T = value_type;
+  using typename base::T;
+  using typename base::value_type;
   //! Device steps store what they compute in their own format (fp32 or fp64): nothing to round.
   struct rounding {
     DAFUSE_HOST_DEVICE static T round(T x) { return x; }
@@ -31,54 +34,24 @@ class head_view {
             const head::shape& shape,
             const head::view_buffers<T>& buffers,
             step_scalar loss_scale)
-      : exec_(&exec), shape_(shape), buffers_(buffers), loss_scale_(loss_scale) {}
+      : base(exec, shape, buffers), loss_scale_(loss_scale) {}
 
-  // ---- The executor's passes -------------------------------------------------------------
-
-  template <nn::dann_module M>
-  void forward() const {
-    exec_->template forward<M>();
-  }
-  template <nn::dann_module M>
-  step_scalar backward(step_scalar input_scale, bool accumulate) const {
-    return exec_->template backward<M>(input_scale, accumulate);
-  }
-  template <class... Args>
-  auto domain_loss(Args... args) const {
-    return exec_->domain_loss(args...);
-  }
-  void multilinear_map(bool entropy_weights) const { exec_->multilinear_map(entropy_weights); }
-  void multilinear_backward(bool accumulate = false) const {
-    exec_->multilinear_backward(accumulate);
-  }
-
-  // ---- A head's own maths ----------------------------------------------------------------
-
-  const head::shape& shape() const { return shape_; }
-  T* features() const { return buffers_.features; }
-  T* feature_gradient() const { return buffers_.feature_gradient; }
-  T* logits() const { return buffers_.logits; }
-  T* logit_gradient() const { return buffers_.logit_gradient; }
-  T* discriminator_output() const { return buffers_.discriminator_output; }
-  T* discriminator_gradient() const { return buffers_.discriminator_gradient; }
-  T* scratch() const { return buffers_.scratch; }
-  double* sums() const { return buffers_.sums; }
   //! S, read from the step's memory when a phase runs.
   step_scalar loss_scale() const { return loss_scale_; }
 
   //! f(i) for i in [0, n), queued (Thrust's for_each on the executor's stream).
   template <class F>
   void for_each(index_t n, const F& f) const {
-    exec_->queue_for_each(n, f);
+    this->exec_->queue_for_each(n, f);
   }
   //! out[k] = Σ_i f(i).terms[k], queued; the system's deterministic sum.
   template <int K, class F>
   void map_sum(index_t n, const F& f, double* out) const {
-    exec_->template queue_map_sum<K>(n, f, out);
+    this->exec_->template queue_map_sum<K>(n, f, out);
   }
   //! C = α·op(A)·op(B) + β·C on the system's products, planned the first time p is queued.
   void product(const head::product& p, double alpha, const T* a, const T* b, T beta, T* c) const {
-    exec_->queue_head_product(p, T(alpha), a, b, beta, c);
+    this->exec_->queue_head_product(p, T(alpha), a, b, beta, c);
   }
   //! A head's loss and accuracy as its forward returns them: handles of values in the step's
   //! memory, which the step's report reads when the step has run.
@@ -88,14 +61,11 @@ class head_view {
   //! The view of a later term of a sum of heads: its scratch and sums after the earlier terms'.
   head_view after(index_t scratch_values, index_t sum_values) const {
     head_view v = *this;
-    v.buffers_ = buffers_.after(scratch_values, sum_values);
+    v.skip(scratch_values, sum_values);
     return v;
   }
 
  private:
-  Exec* exec_;
-  head::shape shape_;
-  head::view_buffers<T> buffers_;
   step_scalar loss_scale_;
 };
 

@@ -7,6 +7,7 @@
 #include <dafuse/config.hpp>
 
 #include <dafuse/backend/executor.hpp>
+#include <dafuse/backend/head_view_base.hpp>
 #include <dafuse/backend/host/partition.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
@@ -20,10 +21,12 @@ namespace dafuse::backend::host {
 //! mixed_products, whose round() also rounds what the head stores). It also passes the modules'
 //! passes a head runs (G_d's forward and backward, the domain loss, CDAN's map) to the executor.
 template <class Exec, class Products>
-class head_view {
+class head_view : public head_view_base<Exec> {
+  using base = head_view_base<Exec>;
+
  public:
-  using value_type = typename Exec::value_type;
-  using T = value_type;
+  using typename base::T;
+  using typename base::value_type;
   //! Rounding to the step's stored format (none for fp32 and fp64).
   struct rounding {
     static T round(T x) { return Products::round(x); }
@@ -34,46 +37,8 @@ class head_view {
             const head::shape& shape,
             const head::view_buffers<T>& buffers,
             double loss_scale)
-      : exec_(&exec),
-        products_(&products),
-        shape_(shape),
-        buffers_(buffers),
-        loss_scale_(loss_scale) {}
+      : base(exec, shape, buffers), products_(&products), loss_scale_(loss_scale) {}
 
-  // ---- The executor's passes -------------------------------------------------------------
-
-  //! Module M's forward (Exec::forward).
-  template <nn::dann_module M>
-  void forward() const {
-    exec_->template forward<M>();
-  }
-  //! Module M's backward (Exec::backward): its parameters' squared gradient norm.
-  template <nn::dann_module M>
-  double backward(double input_scale, bool accumulate) const {
-    return exec_->template backward<M>(input_scale, accumulate);
-  }
-  //! G_d's BCE (Exec::domain_loss).
-  template <class... Args>
-  auto domain_loss(Args... args) const {
-    return exec_->domain_loss(args...);
-  }
-  //! CDAN's multilinear map and its backward (Exec::multilinear_map, multilinear_backward).
-  void multilinear_map(bool entropy_weights) const { exec_->multilinear_map(entropy_weights); }
-  void multilinear_backward(bool accumulate = false) const {
-    exec_->multilinear_backward(accumulate);
-  }
-
-  // ---- A head's own maths ----------------------------------------------------------------
-
-  const head::shape& shape() const { return shape_; }
-  T* features() const { return buffers_.features; }
-  T* feature_gradient() const { return buffers_.feature_gradient; }
-  T* logits() const { return buffers_.logits; }
-  T* logit_gradient() const { return buffers_.logit_gradient; }
-  T* discriminator_output() const { return buffers_.discriminator_output; }
-  T* discriminator_gradient() const { return buffers_.discriminator_gradient; }
-  T* scratch() const { return buffers_.scratch; }
-  double* sums() const { return buffers_.sums; }
   //! S, the loss scale of this step (a constant: the host runs each phase at once).
   step_scalar loss_scale() const { return step_scalar(loss_scale_); }
 
@@ -112,15 +77,12 @@ class head_view {
   //! The view of a later term of a sum of heads: its scratch and sums after the earlier terms'.
   head_view after(index_t scratch_values, index_t sum_values) const {
     head_view v = *this;
-    v.buffers_ = buffers_.after(scratch_values, sum_values);
+    v.skip(scratch_values, sum_values);
     return v;
   }
 
  private:
-  Exec* exec_;
   Products* products_;
-  head::shape shape_;
-  head::view_buffers<T> buffers_;
   double loss_scale_;
 };
 
