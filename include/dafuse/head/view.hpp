@@ -98,14 +98,21 @@ struct squares {
   }
 };
 
-//! x ← round(by · x) over n values: a factor known only when the phase runs (λ·S), applied to an
-//! operand before a product, whose α is a number known when it is queued.
-template <class T, class Rounding>
+//! The rounding of a step that stores what it computes in its own format (fp32, fp64).
+template <class T>
+struct no_rounding {
+  DAFUSE_HOST_DEVICE static T round(T x) { return x; }
+};
+
+//! x ← round(by · x) over n values, by read when the phase runs: a factor known only then (λ·S)
+//! applied to an operand before a product, whose α is a number known when it is queued, or the
+//! reversal's −λ on a device module's input gradient.
+template <class T, class Rounding = no_rounding<T>>
 struct scale_values {
   T* x;
   step_scalar by;
   DAFUSE_HOST_DEVICE void operator()(index_t i) const {
-    x[i] = Rounding::round(T(by.get() * double(x[i])));
+    x[i] = Rounding::round(T(by.get()) * x[i]);
   }
 };
 

@@ -565,7 +565,7 @@ class executor<System, Step> {
       stack_backward<stack>(discriminator_plans_, at, reads_joint ? joint_ : features_.output(),
                             discriminator_, rows_, dx, alpha, accumulate);
       if (!input_scale.constant())
-        for_each(stack::in * rows_, device::scale_by<T>{dx, input_scale});
+        for_each(stack::in * rows_, head::scale_values<T>{dx, input_scale});
     }
     ops_.sum(grads_.data() + at, stack::param_count, true, norm);
     return {norm, 1.0};
@@ -694,12 +694,6 @@ class executor<System, Step> {
     auto it = std::find_if(head_plans_.begin(), head_plans_.end(),
                            [&](const auto& planned) { return planned.first == p; });
     if (it == head_plans_.end()) {
-      if (p.m < 0 || p.n < 0 || p.k < 0 || p.lda < (p.transpose_a ? p.k : p.m) ||
-          p.ldb < (p.transpose_b ? p.n : p.k) || p.ldc < p.m)
-        fail("device executor", "head product",
-             "sizes >= 0 and leading dimensions at least the rows of what they lay out",
-             "m " + std::to_string(p.m) + ", n " + std::to_string(p.n) + ", k " +
-                 std::to_string(p.k));
       head_plans_.emplace_back(
           p, ops_.plan(device::product_shape<T>{p.transpose_a, p.transpose_b, p.m, p.n, p.k, p.lda,
                                                 p.ldb, p.ldc}));

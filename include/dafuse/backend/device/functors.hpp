@@ -164,14 +164,6 @@ struct predict_column {
   }
 };
 
-//! x_i ← s · x_i, s a device scalar (the reversal's −λ on a module's input gradient).
-template <class T>
-struct scale_by {
-  T* x;
-  step_scalar s;
-  DAFUSE_HOST_DEVICE void operator()(index_t i) const { x[i] = T(s.get()) * x[i]; }
-};
-
 //! `in` converted to T into `out` (a batch of another element type, or rows read for inference).
 template <class In, class T>
 struct convert {

@@ -7,10 +7,8 @@
 #include <dafuse/config.hpp>
 
 #include <dafuse/backend/head_view_base.hpp>
-#include <dafuse/core/meta.hpp>
 #include <dafuse/core/step_values.hpp>
 #include <dafuse/head/view.hpp>
-#include <dafuse/nn/dann_net.hpp>
 
 namespace dafuse::backend::device {
 
@@ -26,9 +24,7 @@ class head_view : public head_view_base<Exec> {
   using typename base::T;
   using typename base::value_type;
   //! Device steps store what they compute in their own format (fp32 or fp64): nothing to round.
-  struct rounding {
-    DAFUSE_HOST_DEVICE static T round(T x) { return x; }
-  };
+  using rounding = head::no_rounding<T>;
 
   head_view(Exec& exec,
             const head::shape& shape,
