@@ -269,7 +269,7 @@ config parse(int argc, char** argv) {
     if (!c.selector_given)
       throw usage_error(
           "--validator: expected with --sweep (the label-free validator that chooses the "
-          "configuration: source_accuracy, entropy, im, snd, dev, pad or reverse)");
+          "configuration: source_accuracy, entropy, im, snd, dev, pad, bnm, mano or reverse)");
     // Options of one training that a grid of them cannot share or does not have.
     const std::pair<bool, const char*> single[] = {{!c.checkpoint.empty(), "--checkpoint"},
                                                    {!c.best_checkpoint.empty(), "--best"},
@@ -365,16 +365,17 @@ Evaluation and selection
   --validation-fraction F  source rows held out for validation, not trained on (default 0.1;
                         0: none, and the default validator becomes entropy)
   --validator V         selects the best model: source_accuracy (default), entropy, im, snd,
-                        dev, pad (none reads target labels). With one evaluation (the default
-                        --eval-every) the selected model is the last step's. source_accuracy
-                        sees held-out source labels only, not the target: on digits-dann, 5
-                        seeds x 12 evaluations, its choice scored 42.8 % on USPS and 50.7 % on
-                        MNIST, the last step 45.0 % and 53.9 % (docs/validators.md, "Choosing
-                        a checkpoint"). With --sweep also reverse (reverse validation): each
-                        final model's target predictions train the same network at lambda 0
-                        (a second training per run), scored on the source labels; choosing
-                        among DANN, CORAL and MCC on the 12 Amazon tasks its choices averaged
-                        77.01 % to IM's 73.95 % (docs/heads.md, "Per-task label-free choice")
+                        dev, pad, bnm, mano (none reads target labels). With one evaluation (the
+                        default --eval-every) the selected model is the last step's.
+                        source_accuracy sees held-out source labels only, not the target: on
+                        digits-dann, 5 seeds x 12 evaluations, its choice scored 42.8 % on USPS
+                        and 50.7 % on MNIST, the last step 45.0 % and 53.9 %
+                        (docs/validators.md, "Choosing a checkpoint"). With --sweep also reverse
+                        (reverse validation): each final model's target predictions train the
+                        same network at lambda 0 (a second training per run), scored on the
+                        source labels; choosing among DANN, CORAL and MCC on the 12 Amazon tasks
+                        its choices averaged 77.01 % to IM's 73.95 % (docs/heads.md, "Per-task
+                        label-free choice")
   --validators A,B      also compute these at each evaluation
   --validator-rows N    target rows the validators read at most (default 2000)
   --patience P          stop after P evaluations without improvement

@@ -23,7 +23,7 @@ expect 2 "--lambda-max: expected a finite number >= 0, found '-1'" -- --lambda-m
 expect 2 "--max-grad-norm: expected a finite number > 0, found '0'" -- --max-grad-norm 0
 expect 2 "--seed: expected a value after it" -- --seed
 expect 2 "--model: expected a model name" -- --source a.npy --target b.npy
-expect 2 "--validator: expected one of source_accuracy, entropy, im, snd, dev, pad, found \"best\"" \
+expect 2 "--validator: expected one of source_accuracy, entropy, im, snd, dev, pad, bnm, mano, found \"best\"" \
   -- --validator best
 expect 2 "--validation-fraction: expected a fraction in [0, 1)" -- --model moons-dann \
   --source a.npy --target b.npy --validation-fraction 1

@@ -22,12 +22,18 @@ TEST_CASE("every validator's name parses back to it") {
   }
   CHECK(sel::name(sel::validator::information_maximization) == "im");
   CHECK(sel::name(sel::validator::source_accuracy) == "source_accuracy");
+  CHECK(sel::name(sel::validator::bnm) == "bnm");
+  CHECK(sel::name(sel::validator::mano) == "mano");
 }
 
-TEST_CASE("higher_is_better holds for accuracy, IM and SND, and not for entropy, DEV and PAD") {
+TEST_CASE(
+    "higher_is_better holds for accuracy, IM, SND, BNM and MaNo, and not for entropy, DEV and "
+    "PAD") {
   CHECK(sel::higher_is_better(sel::validator::source_accuracy));
   CHECK(sel::higher_is_better(sel::validator::information_maximization));
   CHECK(sel::higher_is_better(sel::validator::snd));
+  CHECK(sel::higher_is_better(sel::validator::bnm));
+  CHECK(sel::higher_is_better(sel::validator::mano));
   CHECK_FALSE(sel::higher_is_better(sel::validator::entropy));
   CHECK_FALSE(sel::higher_is_better(sel::validator::dev));
   CHECK_FALSE(sel::higher_is_better(sel::validator::pad));
@@ -36,7 +42,7 @@ TEST_CASE("higher_is_better holds for accuracy, IM and SND, and not for entropy,
 TEST_CASE("parse_validator rejects an unknown name, naming the field and every valid name") {
   CHECK(throws_naming([] { (void)sel::parse_validator("accuracy", "--select"); },
                       {"select::parse_validator", "--select", "\"accuracy\"", "source_accuracy",
-                       "entropy", "im", "snd", "dev", "pad"}));
+                       "entropy", "im", "snd", "dev", "pad", "bnm", "mano"}));
   CHECK(throws_naming([] { (void)sel::parse_validator("IM"); }, {"validator", "\"IM\""}));
 }
 

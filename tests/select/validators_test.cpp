@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tests for select/validators.hpp: each validator on cases whose answer is known in closed form,
-// SND against a naive double loop, the domain classifier against a saturated model and a naive
-// gradient of its objective, PAD and DEV on identical and on separated domains, and the checks.
+// SND against a naive double loop, BNM, MaNo and EnsV against NumPy's values of the papers'
+// formulas (tools/reference_validators.py, validators_reference.hpp), the domain classifier
+// against a saturated model and a naive gradient of its objective, PAD and DEV on identical and
+// on separated domains, and the checks.
 #include <dafuse/select/validators.hpp>
 #include "../check.hpp"
+#include "validators_reference.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +23,7 @@ namespace select_validators_test {
 namespace {
 
 namespace sel = dafuse::select;
+namespace ref = select_validators_reference;
 using dafuse::counter_rng;
 using dafuse::index_t;
 using dafuse::rng_stream;
@@ -127,6 +131,20 @@ struct two_point_domains {
 };
 
 const float minus_one = -1.0f, plus_one = 1.0f;
+
+constexpr double eps = std::numeric_limits<double>::epsilon();
+
+//! A view of a reference's flat [classes, n] values.
+dafuse::matrix_view<const float> view_of(const std::vector<float>& values, std::int64_t classes) {
+  return {values.data(), index_t(classes), index_t(values.size()) / index_t(classes)};
+}
+
+//! Views of EnsV's candidates, in their order.
+std::vector<dafuse::matrix_view<const float>> views_of(const std::vector<host_matrix>& m) {
+  std::vector<dafuse::matrix_view<const float>> v;
+  for (const host_matrix& x : m) v.push_back(x.view());
+  return v;
+}
 
 }  // namespace
 
@@ -256,6 +274,204 @@ TEST_CASE("SND of nearly uniform predictions approaches log(n − 1): all sample
   const double snd = sel::soft_neighborhood_density(p.view());
   CHECK(snd > std::log(199.0) - 0.1);
   CHECK(snd > sel::soft_neighborhood_density(clusters.view()));
+}
+
+// --- batch_nuclear_norm ---------------------------------------------------------------------
+
+TEST_CASE("batch_nuclear_norm matches NumPy's singular values of the prediction matrix") {
+  // The Gram matrix's entries are sums of n products (relative error ≤ n·ε) and its eigen-solve
+  // adds about C·ε·‖G‖, so each λ_j = σ_j² moves by at most (n + C)·ε·σ_max², and σ_j by that
+  // over 2σ_j; summed over the min(n, C) singular values, divided by n.
+  struct reference_case {
+    const char* name;
+    const std::vector<float>& p;
+    std::int64_t classes, samples;
+    double bnm, sigma_max, sigma_min;
+  };
+  for (const reference_case& r :
+       {reference_case{"tall", ref::tall_probabilities, ref::tall_classes, ref::tall_samples,
+                       ref::tall_bnm, ref::tall_sigma_max, ref::tall_sigma_min},
+        reference_case{"wide", ref::wide_probabilities, ref::wide_classes, ref::wide_samples,
+                       ref::wide_bnm, ref::wide_sigma_max, ref::wide_sigma_min}}) {
+    CAPTURE(r.name);
+    const double n = double(r.samples), c = double(r.classes);
+    const double per_sigma = (n + c) * eps * r.sigma_max * r.sigma_max / r.sigma_min;
+    const double tolerance = std::min(n, c) * per_sigma / n;
+    const double bnm = sel::batch_nuclear_norm(view_of(r.p, r.classes));
+    INFO("BNM " << bnm << ", NumPy " << r.bnm << ", tolerance " << tolerance);
+    CHECK(std::abs(bnm - r.bnm) <= tolerance);
+  }
+}
+
+TEST_CASE("batch_nuclear_norm is √(C/n) for balanced one-hot predictions, 1/√n for a collapse") {
+  for (const index_t c : {2, 3, 10}) {
+    CAPTURE(c);
+    const index_t n = 7 * c;
+    // PᵀP = 7·I: C singular values √7, ‖P‖_* = C√7.
+    const host_matrix balanced = one_hot(c, n, [&](index_t i) { return i % c; });
+    CHECK(sel::batch_nuclear_norm(balanced.view()) ==
+          doctest::Approx(std::sqrt(double(c) / double(n))).epsilon(1e-14));
+    // One singular value √n.
+    const host_matrix collapse = one_hot(c, n, [](index_t) { return 1; });
+    CHECK(sel::batch_nuclear_norm(collapse.view()) ==
+          doctest::Approx(1 / std::sqrt(double(n))).epsilon(1e-14));
+    // P = (1/C)·1·1ᵀ: one singular value √(n·C)/C.
+    const host_matrix uniform = uniform_predictions(c, n);
+    CHECK(sel::batch_nuclear_norm(uniform.view()) ==
+          doctest::Approx(1 / std::sqrt(double(n * c))).epsilon(1e-13));
+  }
+  // Fewer samples than classes (the n × n Gram matrix): n distinct one-hot rows, PPᵀ = I, BNM 1.
+  const host_matrix few = one_hot(6, 4, [](index_t i) { return i + 1; });
+  CHECK(sel::batch_nuclear_norm(few.view()) == doctest::Approx(1.0).epsilon(1e-14));
+}
+
+TEST_CASE("batch_nuclear_norm rises with confidence and with the spread of predicted classes") {
+  double previous = 0;
+  for (const double peak : {0.0, 1.0, 3.0, 8.0}) {
+    CAPTURE(peak);
+    const double bnm = sel::batch_nuclear_norm(random_predictions(5, 200, 0.3, peak, 13).view());
+    CHECK(bnm > previous);
+    CHECK(bnm <= std::sqrt(5.0 / 200.0) + 1e-12);
+    previous = bnm;
+  }
+}
+
+// --- mano, mano_criterion and mano_from_logits ----------------------------------------------
+
+TEST_CASE("mano matches NumPy's scaled L_p norm of the normalised prediction matrix") {
+  // n·C terms summed, each within a few ε: relative error ≤ (n·C + 8)·ε.
+  struct reference_case {
+    const char* name;
+    const std::vector<float>& p;
+    std::int64_t classes;
+    double mano4, mano3;
+  };
+  for (const reference_case& r : {reference_case{"tall", ref::tall_probabilities, ref::tall_classes,
+                                                 ref::tall_mano, ref::tall_mano_p3},
+                                  reference_case{"wide", ref::wide_probabilities, ref::wide_classes,
+                                                 ref::wide_mano, ref::wide_mano_p3}}) {
+    CAPTURE(r.name);
+    const double tolerance = (double(r.p.size()) + 8) * eps;
+    CHECK(sel::mano(view_of(r.p, r.classes)) == doctest::Approx(r.mano4).epsilon(tolerance));
+    CHECK(sel::mano(view_of(r.p, r.classes), 3.0) == doctest::Approx(r.mano3).epsilon(tolerance));
+  }
+}
+
+TEST_CASE("mano is 1/C for uniform predictions and C^(−1/p) for one-hot ones, of any classes") {
+  for (const index_t c : {2, 3, 10}) {
+    CAPTURE(c);
+    CHECK(sel::mano(uniform_predictions(c, 5).view()) ==
+          doctest::Approx(1 / double(c)).epsilon(1e-14));
+    const host_matrix balanced = one_hot(c, 3 * c, [&](index_t i) { return i % c; });
+    const host_matrix collapse = one_hot(c, 3 * c, [](index_t) { return 0; });
+    CHECK(sel::mano(balanced.view()) == doctest::Approx(std::pow(double(c), -0.25)).epsilon(1e-14));
+    CHECK(sel::mano(collapse.view()) == sel::mano(balanced.view()));
+    CHECK(sel::mano(balanced.view(), 2.0) ==
+          doctest::Approx(std::pow(double(c), -0.5)).epsilon(1e-14));
+  }
+}
+
+TEST_CASE("mano_from_logits matches NumPy's softrun on both sides of the criterion") {
+  // Each of the n·C terms of Φ is within a few ε·max|z|; each term of the norm within a few ε.
+  struct reference_case {
+    const char* name;
+    const std::vector<float>& z;
+    double criterion, mano;
+  };
+  for (const reference_case& r :
+       {reference_case{"taylor", ref::taylor_logits, ref::taylor_criterion, ref::taylor_mano},
+        reference_case{"softmax", ref::softmax_logits, ref::softmax_criterion,
+                       ref::softmax_mano}}) {
+    CAPTURE(r.name);
+    const auto logits = view_of(r.z, 4);
+    const double terms = double(r.z.size());
+    double largest = 0;
+    for (const float v : r.z) largest = std::max(largest, double(std::abs(v)));
+    CHECK(std::abs(sel::mano_criterion(logits) - r.criterion) <= 4 * terms * eps * largest);
+    CHECK(sel::mano_from_logits(logits) == doctest::Approx(r.mano).epsilon((terms + 16) * eps));
+  }
+  CHECK(ref::taylor_criterion <= 5);
+  CHECK(ref::softmax_criterion > 5);
+}
+
+TEST_CASE("mano_from_logits uses the Taylor form below the threshold and softmax above it") {
+  // One sample, logits (2, 0): Φ = log(1 + e²) − 1 = 1.13. Taylor: v = (5, 1), q = (5/6, 1/6).
+  host_matrix z(2, 1);
+  z(0, 0) = 2.0f;
+  const double phi = std::log(1 + std::exp(2.0)) - 1;
+  CHECK(sel::mano_criterion(z.view()) == doctest::Approx(phi).epsilon(1e-15));
+  const auto norm4 = [](double a, double b) {
+    return std::pow((a * a * a * a + b * b * b * b) / 2, 0.25);
+  };
+  CHECK(sel::mano_from_logits(z.view()) == doctest::Approx(norm4(5.0 / 6, 1.0 / 6)).epsilon(1e-15));
+  const double s = 1 / (1 + std::exp(-2.0));
+  CHECK(sel::mano_from_logits(z.view(), {.threshold = 1.0}) ==
+        doctest::Approx(norm4(s, 1 - s)).epsilon(1e-15));
+  // The softmax form on logits is mano on their softmax.
+  host_matrix p(2, 1);
+  p(0, 0) = float(s), p(1, 0) = float(1 - s);
+  CHECK(sel::mano_from_logits(z.view(), {.threshold = 1.0}) ==
+        doctest::Approx(sel::mano(p.view())).epsilon(1e-7));
+  // Zero logits: Φ = log C exactly, and both forms give the uniform distribution.
+  const host_matrix zero(3, 4);
+  CHECK(sel::mano_criterion(zero.view()) == doctest::Approx(std::log(3.0)).epsilon(1e-15));
+  CHECK(sel::mano_from_logits(zero.view()) == doctest::Approx(1.0 / 3).epsilon(1e-15));
+  CHECK(sel::mano_from_logits(zero.view(), {.threshold = -1.0}) ==
+        doctest::Approx(1.0 / 3).epsilon(1e-15));
+}
+
+// --- ensemble_validation --------------------------------------------------------------------
+
+TEST_CASE("ensemble_validation matches NumPy's agreement with the ensemble's argmax") {
+  std::vector<host_matrix> candidates;
+  for (const std::vector<float>& values : ref::ensv_candidates) {
+    host_matrix m{index_t(ref::ensv_classes), index_t(ref::ensv_samples)};
+    m.values = values;
+    candidates.push_back(m);
+  }
+  const auto views = views_of(candidates);
+  CHECK(sel::ensemble_pseudo_labels(views) == ref::ensv_labels);
+  // Counts over n samples divided by n: exact.
+  CHECK(sel::ensemble_validation(views) == ref::ensv_scores);
+}
+
+TEST_CASE("ensemble_validation scores identical candidates, and a lone one, 1") {
+  const host_matrix p = random_predictions(4, 50, 1.0, 1.0, 17);
+  CHECK(sel::ensemble_validation(views_of({p, p, p})) == std::vector<double>{1.0, 1.0, 1.0});
+  CHECK(sel::ensemble_validation(views_of({p})) == std::vector<double>{1.0});
+}
+
+TEST_CASE("ensemble_validation breaks ties toward the lowest class index") {
+  // Two candidates that disagree evenly: the ensemble is (1/2, 1/2) everywhere, label 0.
+  host_matrix a(2, 5), b(2, 5), unsure(2, 5);
+  for (index_t i = 0; i < 5; ++i) {
+    a(0, i) = 0.75f, a(1, i) = 0.25f;
+    b(0, i) = 0.25f, b(1, i) = 0.75f;
+    unsure(0, i) = unsure(1, i) = 0.5f;  // its own argmax is a tie too: class 0
+  }
+  CHECK(sel::ensemble_pseudo_labels(views_of({a, b})) == std::vector<std::int32_t>(5, 0));
+  CHECK(sel::ensemble_validation(views_of({a, b})) == std::vector<double>{1.0, 0.0});
+  CHECK(sel::ensemble_validation(views_of({b, a})) == std::vector<double>{0.0, 1.0});
+  CHECK(sel::ensemble_validation(views_of({b, unsure})) == std::vector<double>{1.0, 0.0});
+}
+
+TEST_CASE("ensemble_validation rewards the mistake most candidates share") {
+  // Truth: class i mod 3. Two candidates confuse classes 1 and 2 alike; the third is right.
+  const auto confident = [](index_t (*label)(index_t)) {
+    host_matrix p(3, 30);
+    for (index_t i = 0; i < 30; ++i) {
+      for (index_t k = 0; k < 3; ++k) p(k, i) = 0.1f;
+      p(label(i), i) = 0.8f;
+    }
+    return p;
+  };
+  const host_matrix right = confident([](index_t i) { return i % 3; });
+  const host_matrix confused = confident([](index_t i) { return i % 3 == 0 ? 0 : 3 - i % 3; });
+  const std::vector<double> scores =
+      sel::ensemble_validation(views_of({confused, right, confused}));
+  CHECK(scores[0] == 1.0);
+  CHECK(scores[1] == doctest::Approx(1.0 / 3).epsilon(1e-15));
+  CHECK(scores[2] == 1.0);
 }
 
 // --- domain_classifier ----------------------------------------------------------------------
@@ -541,6 +757,73 @@ TEST_CASE("prediction validators reject inputs that are not probability distribu
     CHECK(throws_naming([&] { (void)sel::soft_neighborhood_density(ok.view(), tau); },
                         {"select::soft_neighborhood_density", "temperature"}));
   }
+}
+
+TEST_CASE("BNM, MaNo and EnsV reject bad inputs, naming the function and the argument") {
+  const host_matrix empty(3, 0), no_classes(0, 4), ok = uniform_predictions(3, 10);
+  host_matrix logits = ok, nan = ok;
+  logits(0, 1) = 2.0f;
+  nan(2, 3) = std::numeric_limits<float>::quiet_NaN();
+  // batch_nuclear_norm
+  CHECK(throws_naming([&] { (void)sel::batch_nuclear_norm(logits.view()); },
+                      {"select::batch_nuclear_norm", "probabilities", "sum to 1", "not logits"}));
+  CHECK(throws_naming([&] { (void)sel::batch_nuclear_norm(empty.view()); },
+                      {"select::batch_nuclear_norm", "probabilities", "at least 1 sample"}));
+  CHECK(throws_naming([&] { (void)sel::batch_nuclear_norm(no_classes.view()); },
+                      {"select::batch_nuclear_norm", "probabilities", "row"}));
+  // mano
+  CHECK(throws_naming([&] { (void)sel::mano(logits.view()); },
+                      {"select::mano", "probabilities", "sum to 1"}));
+  CHECK(throws_naming([&] { (void)sel::mano(empty.view()); },
+                      {"select::mano", "probabilities", "at least 1 sample"}));
+  for (const double p :
+       {0.5, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    CAPTURE(p);
+    CHECK(throws_naming([&] { (void)sel::mano(ok.view(), p); }, {"select::mano", "norm_order"}));
+    CHECK(throws_naming([&] { (void)sel::mano_from_logits(ok.view(), {.norm_order = p}); },
+                        {"select::mano_from_logits", "args.norm_order"}));
+  }
+  // mano_from_logits and mano_criterion take logits: any finite values
+  CHECK(throws_naming([&] { (void)sel::mano_from_logits(nan.view()); },
+                      {"select::mano_from_logits", "logits", "finite", "sample 3"}));
+  CHECK(throws_naming([&] { (void)sel::mano_from_logits(empty.view()); },
+                      {"select::mano_from_logits", "logits", "at least 1 sample"}));
+  CHECK(throws_naming(
+      [&] {
+        (void)sel::mano_from_logits(ok.view(),
+                                    {.threshold = std::numeric_limits<double>::quiet_NaN()});
+      },
+      {"select::mano_from_logits", "args.threshold", "NaN"}));
+  CHECK(throws_naming([&] { (void)sel::mano_criterion(no_classes.view()); },
+                      {"select::mano_criterion", "logits", "row"}));
+  // ensemble_validation and ensemble_pseudo_labels
+  CHECK(throws_naming([] { (void)sel::ensemble_validation({}); },
+                      {"select::ensemble_validation", "candidates", "at least one", "none"}));
+  CHECK(throws_naming([] { (void)sel::ensemble_pseudo_labels({}); },
+                      {"select::ensemble_pseudo_labels", "candidates", "none"}));
+  const host_matrix fewer_samples = uniform_predictions(3, 9),
+                    more_classes = uniform_predictions(4, 10);
+  CHECK(throws_naming(
+      [&] {
+        (void)sel::ensemble_validation(views_of({ok, fewer_samples}));
+      },
+      {"select::ensemble_validation", "candidates[1]", "3x10 matrix", "the shape of candidates[0]",
+       "found 3x9 matrix"}));
+  CHECK(throws_naming(
+      [&] {
+        (void)sel::ensemble_validation(views_of({ok, ok, more_classes}));
+      },
+      {"select::ensemble_validation", "candidates[2]", "found 4x10 matrix"}));
+  CHECK(throws_naming(
+      [&] {
+        (void)sel::ensemble_validation(views_of({ok, logits}));
+      },
+      {"select::ensemble_validation", "candidates[1]", "sum to 1", "sample 1"}));
+  CHECK(throws_naming(
+      [&] {
+        (void)sel::ensemble_validation(views_of({empty, empty}));
+      },
+      {"select::ensemble_validation", "candidates[0]", "at least 1 sample"}));
 }
 
 TEST_CASE("feature validators reject mismatched widths, too few samples and non-finite values") {

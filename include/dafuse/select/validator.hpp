@@ -13,6 +13,8 @@ namespace dafuse::select {
 
 //! The validators a model-selection loop can rank checkpoints by. None reads target labels:
 //! selection with target labels is "oracle" selection and the caller reports it separately.
+//! Each scores one model; EnsV, which scores a set of candidates against their ensemble, is a
+//! function of the candidates' stored predictions (select::ensemble_validation), not an entry.
 enum class validator {
   source_accuracy,           //!< accuracy on held-out source samples (the caller computes it)
   entropy,                   //!< mean_entropy of target predictions
@@ -20,17 +22,22 @@ enum class validator {
   snd,                       //!< soft_neighborhood_density of target predictions
   dev,                       //!< deep_embedded_validation
   pad,                       //!< proxy_a_distance of source and target features
+  bnm,                       //!< batch_nuclear_norm of target predictions
+  mano,                      //!< mano of target predictions (its softmax form, on probabilities)
 };
 
 //! Every validator, in declaration order.
-inline constexpr std::array<validator, 6> all_validators{validator::source_accuracy,
+inline constexpr std::array<validator, 8> all_validators{validator::source_accuracy,
                                                          validator::entropy,
                                                          validator::information_maximization,
                                                          validator::snd,
                                                          validator::dev,
-                                                         validator::pad};
+                                                         validator::pad,
+                                                         validator::bnm,
+                                                         validator::mano};
 
-//! Short lowercase name: "source_accuracy", "entropy", "im", "snd", "dev", "pad".
+//! Short lowercase name: "source_accuracy", "entropy", "im", "snd", "dev", "pad", "bnm",
+//! "mano".
 constexpr std::string_view name(validator v) noexcept {
   switch (v) {
     case validator::source_accuracy:
@@ -45,6 +52,10 @@ constexpr std::string_view name(validator v) noexcept {
       return "dev";
     case validator::pad:
       return "pad";
+    case validator::bnm:
+      return "bnm";
+    case validator::mano:
+      return "mano";
   }
   return "unknown";
 }
@@ -60,11 +71,11 @@ inline validator parse_validator(std::string_view text, std::string_view field =
   fail("select::parse_validator", field, valid, "\"" + std::string(text) + "\"");
 }
 
-//! Whether a larger value means a better model: source_accuracy, im and snd rise with quality;
-//! entropy, dev (a risk) and pad (a distance) fall.
+//! Whether a larger value means a better model: source_accuracy, im, snd, bnm and mano rise with
+//! quality; entropy, dev (a risk) and pad (a distance) fall.
 constexpr bool higher_is_better(validator v) noexcept {
   return v == validator::source_accuracy || v == validator::information_maximization ||
-         v == validator::snd;
+         v == validator::snd || v == validator::bnm || v == validator::mano;
 }
 
 //! Whether the validator reads target labels: false for every one (they are all label-free).

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file select/validators.hpp
 //! @brief Label-free model-selection validators for unsupervised domain adaptation (entropy, IM,
-//! SND, PAD, DEV) and the logistic domain classifier PAD and DEV are built on.
+//! SND, BNM, MaNo, EnsV, PAD, DEV) and the logistic domain classifier PAD and DEV are built on.
 //!
 //! Every validator is a pure function of numbers the caller already has: target predictions,
 //! features of both domains, per-sample source losses. None reads a target label, so each may be
@@ -10,9 +10,10 @@
 //!
 //! Shapes follow core/buffer.hpp: `probabilities` is a column-major [classes, n] matrix, one
 //! sample's distribution per contiguous column; `features` is [width, n]. All arithmetic is in
-//! double. Costs: entropy and IM O(n·c); SND O(n²·c) time and O(n·c + 256·n) memory (fine for a
-//! few thousand samples, slow for 10⁵); the domain classifier O(iterations·n·d) time and a
-//! standardised double copy of its training data (8·n·d bytes).
+//! double. Costs: entropy, IM and MaNo O(n·c); BNM O(n·c²); EnsV O(K·n·c) for K candidates; SND
+//! O(n²·c) time and O(n·c + 256·n) memory (fine for a few thousand samples, slow for 10⁵); the
+//! domain classifier O(iterations·n·d) time and a standardised double copy of its training data
+//! (8·n·d bytes).
 //!
 //! The validators that use Eigen (SND, the domain classifier, PAD, DEV) are templates on their
 //! arithmetic type `Real` (double unless a caller asks otherwise): a non-template inline
@@ -280,6 +281,294 @@ double soft_neighborhood_density(matrix_view<const float> probabilities,
   double total = 0;  // summed in sample order, so the result does not depend on threads
   for (const double h : row_entropy) total += h;
   return total / double(n);
+}
+
+namespace detail {
+
+//! The eigenvalues of the symmetric matrix `a`: [m, m], column-major, by cyclic Jacobi rotations
+//! (Golub & Van Loan, "Matrix computations", §8.5): each rotation zeroes one off-diagonal pair,
+//! and sweeps over every pair repeat until the off-diagonal mass is below ε²‖A‖_F² (quadratic
+//! convergence: a handful of sweeps of about 6m³ flops). Deterministic: a fixed order of rotations.
+//! Written here rather than taken from Eigen: <Eigen/Eigenvalues> costs every translation unit
+//! that includes this header about 0.11 CPU-s of parsing, and BNM's matrices are small.
+inline std::vector<double> symmetric_eigenvalues(std::vector<double> a, index_t m) {
+  const auto at = [&a, m](index_t r, index_t c) -> double& { return a[std::size_t(c * m + r)]; };
+  double frobenius2 = 0;  // ‖A‖_F², which rotations keep
+  for (const double v : a) frobenius2 += v * v;
+  const double eps = std::numeric_limits<double>::epsilon();
+  for (int sweep = 0; sweep < 100; ++sweep) {
+    double off = 0;
+    for (index_t q = 1; q < m; ++q)
+      for (index_t p = 0; p < q; ++p) off += 2 * at(p, q) * at(p, q);
+    if (off <= eps * eps * frobenius2) break;
+    for (index_t q = 1; q < m; ++q)
+      for (index_t p = 0; p < q; ++p) {
+        const double apq = at(p, q);
+        if (apq == 0) continue;
+        // J = [c s; −s c] on rows and columns p, q makes JᵀAJ's (p, q) entry 0 (GVL's sym.schur2;
+        // τ² may overflow to ∞ for a negligible a_pq: then t = 0, no rotation).
+        const double tau = (at(q, q) - at(p, p)) / (2 * apq);
+        const double t = (tau >= 0 ? 1.0 : -1.0) / (std::abs(tau) + std::sqrt(1 + tau * tau));
+        const double c = 1 / std::sqrt(1 + t * t), s = t * c;
+        for (index_t k = 0; k < m; ++k) {  // A ← A·J: columns p and q
+          const double kp = at(k, p), kq = at(k, q);
+          at(k, p) = c * kp - s * kq;
+          at(k, q) = s * kp + c * kq;
+        }
+        for (index_t k = 0; k < m; ++k) {  // A ← Jᵀ·A: rows p and q
+          const double pk = at(p, k), qk = at(q, k);
+          at(p, k) = c * pk - s * qk;
+          at(q, k) = s * pk + c * qk;
+        }
+        at(p, q) = at(q, p) = 0;  // zero exactly, not to rounding
+      }
+  }
+  std::vector<double> lambda(static_cast<std::size_t>(m));
+  for (index_t k = 0; k < m; ++k) lambda[std::size_t(k)] = at(k, k);
+  return lambda;
+}
+
+}  // namespace detail
+
+//! Batch nuclear-norm (BNM): Cui, Wang, Zhuo, Li, Huang, Tian, "Towards discriminability and
+//! diversity: batch nuclear-norm maximization under label insufficient situations", CVPR 2020;
+//! as a validator: Musgrave et al. 2022 (their BNMValidator), Hu et al. 2024. With P the
+//! [n, C] prediction matrix (row i: p_i) and σ_j its singular values,
+//!   BNM = ‖P‖_* / n = (1/n) Σ_j σ_j(P),
+//! the normalisation of the paper's loss (−‖A‖_*/B) and of Musgrave et al.'s validator. The
+//! authors' training code takes the mean of the singular values (÷ min(n, C)) instead: the same
+//! ranking of models scored on the same samples.
+//! **Higher is better**: ‖P‖_* grows with confidence (the rows' norms) and with diversity (the
+//! rank: predictions spread over many classes). Closed forms: confident predictions balanced
+//! over the C classes √(C/n), the largest possible when n ≥ C; a confident collapse onto one
+//! class 1/√n; uniform predictions 1/√(n·C). Caveats: it scales as 1/√n, so compare scores over
+//! the same number of samples only; like IM it prefers balanced predicted classes.
+//! Computed in double as Σ_j √λ_j over the eigenvalues of the smaller Gram matrix (PᵀP, [C, C],
+//! or PPᵀ when n < C; detail::symmetric_eigenvalues): O(n·m² + sweeps·m³) time, m = min(n, C):
+//! 6 ms for C = 65 and 0.5 s for C = 345 (n = 2000, one core of the development machine).
+//! Rounding in the Gram matrix moves σ_j by about (n + C)·ε·σ_max²/σ_j; eigenvalues below it,
+//! (n + C)·ε·σ_max², count as 0; so σ_j is off by √((n + C)·ε)·σ_max at most: far below what
+//! separates two models.
+//! probabilities: [classes, n], n ≥ 1, each column a distribution (see probability_tolerance).
+inline double batch_nuclear_norm(matrix_view<const float> probabilities) {
+  detail::check_probabilities("select::batch_nuclear_norm", "probabilities", probabilities, 1);
+  const index_t c = probabilities.rows, n = probabilities.cols;
+  std::vector<double> q(static_cast<std::size_t>(c * n));  // Pᵀ: [c, n], columns over their sums
+  for (index_t i = 0; i < n; ++i) {
+    double sum = 0;
+    for (index_t k = 0; k < c; ++k) sum += probabilities(k, i);
+    for (index_t k = 0; k < c; ++k) q[std::size_t(i * c + k)] = double(probabilities(k, i)) / sum;
+  }
+  // PᵀP: [c, c] (a sum of the samples' outer products, in sample order), or PPᵀ: [n, n] (their
+  // dot products): the same non-zero eigenvalues σ_j².
+  const index_t m = std::min(c, n);
+  std::vector<double> gram(static_cast<std::size_t>(m * m), 0.0);
+  if (c <= n) {
+    for (index_t i = 0; i < n; ++i) {
+      const double* x = q.data() + i * c;
+      for (index_t b = 0; b < c; ++b)
+        for (index_t a = 0; a <= b; ++a) gram[std::size_t(b * c + a)] += x[a] * x[b];
+    }
+  } else {
+    for (index_t j = 0; j < n; ++j)
+      for (index_t i = 0; i <= j; ++i) {
+        double dot = 0;
+        for (index_t k = 0; k < c; ++k)
+          dot += q[std::size_t(i * c + k)] * q[std::size_t(j * c + k)];
+        gram[std::size_t(j * n + i)] = dot;
+      }
+  }
+  for (index_t b = 0; b < m; ++b)  // the lower triangle from the upper one
+    for (index_t a = b + 1; a < m; ++a) gram[std::size_t(b * m + a)] = gram[std::size_t(a * m + b)];
+  // An eigenvalue within the Gram matrix's rounding, (n + c)·ε·λ_max, of 0 cannot be told from
+  // 0 and counts as 0 (otherwise a rank-deficient P, a collapse onto one class, would gain
+  // √((n + c)·ε·λ_max) per such eigenvalue).
+  const std::vector<double> lambda = detail::symmetric_eigenvalues(std::move(gram), m);
+  const double noise = double(n + c) * std::numeric_limits<double>::epsilon() *
+                       *std::max_element(lambda.begin(), lambda.end());
+  double nuclear = 0;
+  for (const double l : lambda)
+    if (l > noise) nuclear += std::sqrt(l);
+  return nuclear / double(n);
+}
+
+namespace detail {
+
+//! ((1/(n·C)) Σ_i Σ_k q_ik^p)^(1/p) of the rows `normalise(column i, q)` writes: the scaled
+//! entry-wise L_p norm of MaNo's normalised prediction matrix Q.
+template <class Normalise>
+double scaled_lp_norm(matrix_view<const float> x, double p, Normalise normalise) {
+  std::vector<double> q(static_cast<std::size_t>(x.rows));
+  double total = 0;
+  for (index_t i = 0; i < x.cols; ++i) {
+    normalise(x.data + i * x.rows, q.data());
+    for (const double v : q) total += std::pow(v, p);
+  }
+  return std::pow(total / (double(x.rows) * double(x.cols)), 1.0 / p);
+}
+
+inline void check_norm_order(std::string_view where, std::string_view field, double p) {
+  if (!(p >= 1) || !std::isfinite(p))
+    fail(where, field, "a finite value ≥ 1 (Xie et al. use 4)", number(p));
+}
+
+}  // namespace detail
+
+//! MaNo over probabilities: Xie, Odonnat, Feofanov, Deng, Zhang, An, "MaNo: exploiting matrix
+//! norm for unsupervised accuracy estimation under distribution shifts", NeurIPS 2024. With Q the
+//! [n, C] matrix of normalised predictions,
+//!   MaNo = ‖Q‖_p / (n·C)^(1/p) = ((1/(n·C)) Σ_i Σ_k q_ik^p)^(1/p),   p = 4 in the paper.
+//! The paper normalises logits with softmax when the model looks confident (criterion Φ > η,
+//! see mano_criterion) and with a Taylor form of softmax otherwise. Probabilities are softmax
+//! outputs already, so this is the softmax branch, Q = P (columns divided by their sums); for
+//! logits, mano_from_logits chooses as the paper does.
+//! **Higher is better** (the paper estimates accuracy with it). Range [1/C, C^(−1/p)]: 1/C for
+//! uniform predictions, C^(−1/p) for one-hot predictions of any classes. Caveat: like entropy,
+//! it rewards confidence — a confident collapse onto one class scores the maximum. O(n·C).
+//! probabilities: [classes, n], n ≥ 1, each column a distribution; norm_order p ≥ 1, finite.
+inline double mano(matrix_view<const float> probabilities, double norm_order = 4) {
+  constexpr std::string_view where = "select::mano";
+  detail::check_probabilities(where, "probabilities", probabilities, 1);
+  detail::check_norm_order(where, "norm_order", norm_order);
+  const index_t c = probabilities.rows;
+  return detail::scaled_lp_norm(probabilities, norm_order, [c](const float* p, double* q) {
+    double sum = 0;
+    for (index_t k = 0; k < c; ++k) sum += p[k];
+    for (index_t k = 0; k < c; ++k) q[k] = double(p[k]) / sum;
+  });
+}
+
+//! MaNo's calibration criterion: the mean cross-entropy between the uniform distribution u and
+//! each sample's softmax (Xie et al. 2024, and the authors' code),
+//!   Φ = −(1/(n·C)) Σ_i Σ_k log softmax(z_i)_k = (1/n) Σ_i (log Σ_k e^z_ik − (1/C) Σ_k z_ik)
+//!     = log C + (1/n) Σ_i KL(u ‖ softmax(z_i)).
+//! Φ ≥ log C, with equality for uniform predictions; it grows as predictions grow confident.
+//! logits: [classes, n], n ≥ 1, finite.
+inline double mano_criterion(matrix_view<const float> logits) {
+  detail::check_matrix("select::mano_criterion", "logits", logits, 1, "classes");
+  const index_t c = logits.rows, n = logits.cols;
+  double total = 0;
+  for (index_t i = 0; i < n; ++i) {
+    const float* z = logits.data + i * c;
+    const double top = *std::max_element(z, z + c);
+    double sum_exp = 0, sum_z = 0;
+    for (index_t k = 0; k < c; ++k) {
+      sum_exp += std::exp(double(z[k]) - top);
+      sum_z += z[k];
+    }
+    total += top + std::log(sum_exp) - sum_z / double(c);
+  }
+  return total / double(n);
+}
+
+//! Run-time settings of `mano_from_logits` (Xie et al.'s defaults).
+struct mano_args {
+  double norm_order = 4;  //!< p of the entry-wise L_p norm (≥ 1)
+  double threshold = 5;   //!< η: softmax when mano_criterion(logits) > η, else the Taylor form
+};
+
+//! MaNo from logits, as Xie et al. 2024 define it (see mano): normalise each sample's logits z
+//! with the paper's softrun,
+//!   σ(z) = softmax(z)      if Φ > η (mano_criterion: the model looks confident),
+//!   σ(z) = v / Σ_k v_k     otherwise, v_k = 1 + z_k + z_k²/2,
+//! v the second-order Taylor expansion of e^z (≥ 1/2, so σ(z) is a distribution), and return
+//! ((1/(n·C)) Σ_i Σ_k σ(z_i)_k^p)^(1/p). The Taylor form grows polynomially, not exponentially,
+//! so one large logit does not make an uncertain model look confident. **Higher is better**;
+//! range [1/C, C^(−1/p)]. The authors' code also subtracts each row's smallest v_k before
+//! dividing; not here: with two classes that makes every row one-hot, and every model score
+//! the same C^(−1/p). O(n·C).
+//! logits: [classes, n], n ≥ 1, finite; args.norm_order ≥ 1, finite; args.threshold not NaN.
+inline double mano_from_logits(matrix_view<const float> logits, const mano_args& args = {}) {
+  constexpr std::string_view where = "select::mano_from_logits";
+  detail::check_matrix(where, "logits", logits, 1, "classes");
+  detail::check_norm_order(where, "args.norm_order", args.norm_order);
+  if (std::isnan(args.threshold))
+    fail(where, "args.threshold", "a number (Xie et al. use 5)", "NaN");
+  const index_t c = logits.rows;
+  if (mano_criterion(logits) > args.threshold)
+    return detail::scaled_lp_norm(logits, args.norm_order, [c](const float* z, double* q) {
+      const double top = *std::max_element(z, z + c);
+      double sum = 0;
+      for (index_t k = 0; k < c; ++k) sum += (q[k] = std::exp(double(z[k]) - top));
+      for (index_t k = 0; k < c; ++k) q[k] /= sum;
+    });
+  return detail::scaled_lp_norm(logits, args.norm_order, [c](const float* z, double* q) {
+    double sum = 0;
+    for (index_t k = 0; k < c; ++k) sum += (q[k] = 1.0 + z[k] + 0.5 * double(z[k]) * z[k]);
+    for (index_t k = 0; k < c; ++k) q[k] /= sum;
+  });
+}
+
+// --- Validators over a set of candidates ----------------------------------------------------
+
+namespace detail {
+
+//! ensemble_pseudo_labels, its errors naming `where`.
+inline std::vector<std::int32_t> ensemble_pseudo_labels(
+    std::span<const matrix_view<const float>> candidates, std::string_view where) {
+  if (candidates.empty()) fail(where, "candidates", "at least one candidate's predictions", "none");
+  const index_t c = candidates[0].rows, n = candidates[0].cols;
+  for (std::size_t m = 0; m < candidates.size(); ++m) {
+    const std::string field = "candidates[" + std::to_string(m) + "]";
+    if (m > 0 && (candidates[m].rows != c || candidates[m].cols != n))
+      fail(where, field,
+           shape_of(candidates[0]) + ", the shape of candidates[0] (the same classes and samples)",
+           shape_of(candidates[m]));
+    check_probabilities(where, field, candidates[m], 1);
+  }
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
+  std::vector<double> mean(static_cast<std::size_t>(c));
+  for (index_t i = 0; i < n; ++i) {
+    std::fill(mean.begin(), mean.end(), 0.0);
+    for (const matrix_view<const float>& p : candidates) {  // summed in candidate order
+      double sum = 0;
+      for (index_t k = 0; k < c; ++k) sum += p(k, i);
+      for (index_t k = 0; k < c; ++k) mean[std::size_t(k)] += double(p(k, i)) / sum;
+    }
+    // The 1/K factor changes no argmax; the first maximum wins.
+    labels[std::size_t(i)] =
+        std::int32_t(std::max_element(mean.begin(), mean.end()) - mean.begin());
+  }
+  return labels;
+}
+
+}  // namespace detail
+
+//! The pseudo-labels of an ensemble of K candidates' target predictions: the argmax of
+//! p̄_i = (1/K) Σ_k p_i^(k) (columns divided by their sums), the lowest class index on ties.
+//! candidates: K ≥ 1 matrices [classes, n] of one shape, n ≥ 1, each column a distribution.
+inline std::vector<std::int32_t> ensemble_pseudo_labels(
+    std::span<const matrix_view<const float>> candidates) {
+  return detail::ensemble_pseudo_labels(candidates, "select::ensemble_pseudo_labels");
+}
+
+//! Ensemble validation (EnsV): Hu, Luo, Liang, Foo, "Towards reliable model selection for
+//! unsupervised domain adaptation: an empirical study and a certified baseline", NeurIPS 2024
+//! (Datasets and Benchmarks). Given K candidates' target predictions on the same n samples,
+//!   p̄_i = (1/K) Σ_k p_i^(k),   ŷ_i = argmax_c p̄_ic,
+//!   score_k = (1/n) Σ_i [argmax_c p_ic^(k) = ŷ_i]:
+//! each candidate's accuracy against the ensemble's pseudo-labels. Returns the K scores, in the
+//! candidates' order. **Higher is better**; range [0, 1]; K identical candidates all score 1.
+//! Not a per-model score: adding or removing a candidate changes every score. Ties, in p̄ and in
+//! a candidate's own prediction, go to the lowest class index (as torch.max in the authors'
+//! code). Caveat: the ensemble is a good labeller only when the candidates' errors differ; a
+//! mistake most candidates share becomes the pseudo-label and is rewarded. O(K·n·C).
+//! candidates: K ≥ 1 matrices [classes, n] of one shape, n ≥ 1, each column a distribution.
+inline std::vector<double> ensemble_validation(
+    std::span<const matrix_view<const float>> candidates) {
+  const std::vector<std::int32_t> labels =
+      detail::ensemble_pseudo_labels(candidates, "select::ensemble_validation");
+  std::vector<double> scores;
+  scores.reserve(candidates.size());
+  for (const matrix_view<const float>& p : candidates) {
+    std::size_t agree = 0;
+    for (index_t i = 0; i < p.cols; ++i) {
+      const float* column = p.data + i * p.rows;
+      agree += (std::max_element(column, column + p.rows) - column) == labels[std::size_t(i)];
+    }
+    scores.push_back(double(agree) / double(p.cols));
+  }
+  return scores;
 }
 
 // --- The domain classifier ------------------------------------------------------------------

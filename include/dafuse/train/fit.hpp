@@ -290,6 +290,9 @@ class evaluator {
           select::information_maximization(target_p);
     if (want(validator::snd))
       e.scores[std::size_t(validator::snd)] = select::soft_neighborhood_density(target_p);
+    if (want(validator::bnm))
+      e.scores[std::size_t(validator::bnm)] = select::batch_nuclear_norm(target_p);
+    if (want(validator::mano)) e.scores[std::size_t(validator::mano)] = select::mano(target_p);
     e.selection_score = e.score(options_.selector);
     return e;
   }
