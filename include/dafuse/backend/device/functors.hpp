@@ -18,6 +18,7 @@
 #include <dafuse/policy/precision.hpp>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 namespace dafuse::backend::device {
@@ -185,8 +186,8 @@ struct module_rule {
 //! the loss scaler, this step's rates, the sums the phases write, the plan the update reads, the
 //! last report and the tallies a training loop reads when it asks. Written and read by kernels of
 //! one thread (begin_step, decide_step) and by the phases' sums; copied to the host only when a
-//! report or the position is asked for.
-template <class Optim, class T>
+//! report or the position is asked for. `Weights`: how many weights the head's backward takes.
+template <class Optim, class T, std::size_t Weights = 1>
 struct step_control {
   index_t step = 0;               //!< steps taken
   std::int64_t batches = 0;       //!< batches the resident loader has drawn (resident_loader.hpp)
@@ -209,10 +210,12 @@ struct step_control {
   index_t skipped_in_a_row = 0;        //!< of them, the last ones in a row
   index_t first_nonfinite = -1;  //!< the first step (counted from 1) whose loss was not finite
   double refused_label = 0;      //!< bad_label of a step refused for a label out of range
+  double weights[Weights] = {};  //!< what the head's backward takes: λ, or each term's weight
 };
 
-//! The start of a queued step: λ and the learning rate of the step count, from `rules` (the
-//! step's decisions), or λ = `lambda` when it is not NaN (compute_gradients).
+//! The start of a queued step: λ, the head's backward weights and the learning rate of the step
+//! count, from `rules` (the step's decisions), or λ = `lambda` when it is not NaN
+//! (compute_gradients).
 template <class Rules, class Control>
 struct begin_step {
   Rules rules;
@@ -221,6 +224,7 @@ struct begin_step {
   DAFUSE_HOST_DEVICE void operator()(index_t) const {
     const step_rates r = rules.rates(c->step);
     c->lambda = lambda == lambda ? lambda : r.lambda;
+    rules.backward_weights(c->step, lambda, c->weights);
     c->lr = r.lr;
     c->used_scale = c->scale.scale;
     c->bad_label = 0;
@@ -239,10 +243,10 @@ struct step_figures {
 //! with `update`, the rules' plan (overflow skip, loss scaler, clip, rates) for the update pass,
 //! the optimizer's coefficients of each module, the tallies and the step count. A step refused for
 //! a label out of range changes nothing but `refused_label`.
-template <class Rules, class Optim, class T>
+template <class Rules, class Optim, class T, std::size_t Weights = 1>
 struct decide_step {
   Rules rules;
-  step_control<Optim, T>* c;
+  step_control<Optim, T, Weights>* c;
   step_figures figures;  //!< what the phases produced
   bool update;           //!< a training step (false: compute_gradients)
   bool drew_batch;       //!< the resident loader drew this step's batch: count it
@@ -293,13 +297,13 @@ struct decide_step {
 //! clip::value), then Optim's rule with the coefficients of i's module, as the plan in `c` says
 //! (nothing when it skips). The same expression, in the same order, as the host pass
 //! (backend/host/update.hpp), so both round alike.
-template <class Optim, class T>
+template <class Optim, class T, std::size_t Weights = 1>
 struct update_parameter {
   T* params;             //!< [param_count]
   const T* grads;        //!< [param_count]
   T* state;              //!< [state_per_param · state_stride]
   index_t state_stride;  //!< param_count
-  const step_control<Optim, T>* c;
+  const step_control<Optim, T, Weights>* c;
   DAFUSE_HOST_DEVICE void operator()(index_t i) const {
     if (c->skip) return;
     const int m = i < c->modules[1].begin ? 0 : (i < c->modules[2].begin ? 1 : 2);
