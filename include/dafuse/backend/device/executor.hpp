@@ -29,6 +29,7 @@
 #include <dafuse/core/meta.hpp>
 #include <dafuse/core/rng.hpp>
 #include <dafuse/data/dataset.hpp>
+#include <dafuse/head/cdan.hpp>
 #include <dafuse/head/head_base.hpp>
 #include <dafuse/head/view.hpp>
 #include <dafuse/nn/activation.hpp>
@@ -566,18 +567,19 @@ class executor<System, Step> {
   //! CDAN's multilinear map on all rows: g = softmax(z), T = g ⊗ h, and with `entropy_weights`
   //! each row's weight 1 + e^(−H(g)) normalised to sum to the row count (CDAN+E).
   void multilinear_map(bool entropy_weights) requires reads_joint {
-    const device::multilinear_column<T> map{classifier_.output(),
-                                            features_.output(),
-                                            probabilities_,
-                                            joint_,
-                                            entropy_weights ? row_weights_ : nullptr,
-                                            class_count,
-                                            feature_width};
+    const head::cdan_maths::multilinear_column<T, head::no_rounding<T>> map{
+        classifier_.output(),
+        features_.output(),
+        probabilities_,
+        joint_,
+        entropy_weights ? row_weights_ : nullptr,
+        class_count,
+        feature_width};
     if (entropy_weights) {
       // The weights' sum in the same pass, then each weight normalised by it.
       double* sum = &control_->weight_sum;
       ops_.template map_sum<1>(rows_, map, sum);
-      for_each(rows_, device::normalise_weights<T>{row_weights_, sum, rows_});
+      for_each(rows_, head::cdan_maths::normalise_weights<T>{row_weights_, sum, rows_});
     } else {
       for_each(rows_, map);
     }
@@ -585,9 +587,9 @@ class executor<System, Step> {
 
   //! δh = Σ_c g_c · δT_c on all rows, written fresh (added to δh with `accumulate`).
   void multilinear_backward(bool accumulate = false) requires reads_joint {
-    for_each(rows_, device::multilinear_backward_column<T>{probabilities_, joint_gradient_,
-                                                           features_.output_gradient(), class_count,
-                                                           feature_width, accumulate});
+    for_each(rows_, head::cdan_maths::multilinear_backward_column<T, head::no_rounding<T>>{
+                        probabilities_, joint_gradient_, features_.output_gradient(), class_count,
+                        feature_width, accumulate});
   }
 
   //! Softmax cross-entropy over the B source columns, summed into device memory (the handle

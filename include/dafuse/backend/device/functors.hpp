@@ -91,66 +91,6 @@ struct binary_cross_entropy_row {
   }
 };
 
-//! CDAN's multilinear map on column c: g = softmax(z_c), T_c[k·F + j] = g_k · h_j, and, with
-//! `weights`, the row's unnormalised entropy weight 1 + e^(−H(g)), also returned to be summed.
-template <class T>
-struct multilinear_column {
-  const T* z;        //!< logits [classes, rows]
-  const T* h;        //!< features [F, rows]
-  T* g;              //!< softmax(z) [classes, rows]
-  T* joint;          //!< T [classes · F, rows]
-  T* weights;        //!< [rows] or null (CDAN: no weights)
-  index_t classes;   //!< K
-  index_t features;  //!< F
-  DAFUSE_HOST_DEVICE sum_terms<1> operator()(index_t c) const {
-    const T* zc = z + c * classes;
-    T* gc = g + c * classes;
-    nn::softmax(zc, classes, gc);
-    double w = 0;
-    if (weights) {
-      w = 1.0 + std::exp(-double(nn::softmax_entropy(zc, classes)));
-      weights[c] = T(w);
-    }
-    const T* hc = h + c * features;
-    T* t = joint + c * classes * features;
-    for (index_t k = 0; k < classes; ++k)
-      for (index_t j = 0; j < features; ++j) t[k * features + j] = gc[k] * hc[j];
-    return {{w}};
-  }
-};
-
-//! Scales each entropy weight so that they sum to the row count: w_c ← w_c · rows / Σ w.
-template <class T>
-struct normalise_weights {
-  T* weights;         //!< [rows]
-  const double* sum;  //!< Σ w (a device value)
-  index_t rows;       //!< R
-  DAFUSE_HOST_DEVICE void operator()(index_t c) const {
-    weights[c] = T(double(weights[c]) * double(rows) / *sum);
-  }
-};
-
-//! δh_c = Σ_k g_k · δT_c[k·F + j] on column c (g held constant, as the map's forward took it).
-template <class T>
-struct multilinear_backward_column {
-  const T* g;               //!< [classes, rows]
-  const T* joint_gradient;  //!< δT [classes · F, rows]
-  T* dh;                    //!< [F, rows], written fresh (or added to, with `accumulate`)
-  index_t classes;          //!< K
-  index_t features;         //!< F
-  bool accumulate = false;  //!< add to dh (a later term of a sum of heads) rather than write it
-  DAFUSE_HOST_DEVICE void operator()(index_t c) const {
-    const T* gc = g + c * classes;
-    const T* dt = joint_gradient + c * classes * features;
-    T* out = dh + c * features;
-    for (index_t j = 0; j < features; ++j) {
-      T sum = T(0);
-      for (index_t k = 0; k < classes; ++k) sum += gc[k] * dt[k * features + j];
-      out[j] = accumulate ? out[j] + sum : sum;
-    }
-  }
-};
-
 //! The prediction of evaluation column c from its logits: the class, and softmax into `p`.
 template <class T>
 struct predict_column {
