@@ -12,6 +12,7 @@
 #include <dafuse/data/batcher.hpp>
 #include <dafuse/data/dataset.hpp>
 #include <dafuse/head/cdan.hpp>
+#include <dafuse/head/combine.hpp>
 #include <dafuse/head/coral.hpp>
 #include <dafuse/head/dann.hpp>
 #include <dafuse/head/mcc.hpp>
@@ -23,12 +24,14 @@
 #include <dafuse/train/fit.hpp>
 
 #include "../check.hpp"
+#include "../head/bad_product_head.hpp"
 
 #include <unistd.h>
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <ratio>
 #include <span>
 #include <string>
 #include <vector>
@@ -276,6 +279,59 @@ TEST_SUITE(DAFUSE_TEST_SUITE) {
                                    df::optim::sgd, df::precision::fp64>>(sgd_args(), 4, 1e-10);
     check_against_host<device_step<mdd_net, df::head::mdd<df::schedule::ganin>, df::clip::none,
                                    df::optim::adam, df::precision::fp64>>(adam_args(), 4, 1e-10);
+  }
+  // Sums of heads: each term's weight r_i·λ_i(p) is computed in device memory as each step
+  // begins, and the loss sum is a phase of its own.
+  TEST_CASE("sums of heads match the host step") {
+    // DANN after CORAL: G_d's input gradient, scaled by a device value (−λ), added to δh.
+    check_against_host<device_step<relu_net,
+                                   df::head::combine<df::head::coral<df::schedule::ganin>,
+                                                     df::head::dann<df::schedule::ganin>>,
+                                   df::clip::global_norm, df::optim::sgd>>(sgd_args(), 6, 1e-5);
+    // CDAN+E with MCC on the target logits, MCC's weight a third.
+    check_against_host<device_step<
+        cdan_net,
+        df::head::combine<df::head::cdan_e<df::schedule::ganin>,
+                          df::head::weighted<df::head::mcc<df::schedule::ganin>, std::ratio<1, 3>>>,
+        df::clip::none, df::optim::adam>>(adam_args(), 6, 1e-5);
+    // MDD/10 + MCC, as docs/heads.md trains it.
+    check_against_host<device_step<
+        mdd_net,
+        df::head::combine<df::head::weighted<df::head::mdd<df::schedule::ganin>, std::ratio<1, 10>>,
+                          df::head::mcc<df::schedule::ganin>>,
+        df::clip::global_norm, df::optim::sgd>>(sgd_args(), 6, 1e-5);
+  }
+  TEST_CASE("fp64 sums of heads match the host fp64 step to 1e-10, a fixed λ too") {
+    using head = df::head::combine<
+        df::head::mmd<df::schedule::ganin>,
+        df::head::weighted<df::head::dann<df::schedule::ganin>, std::ratio<1, 2>>>;
+    using step = device_step<mixed_net, head, df::clip::none, df::optim::adam, df::precision::fp64>;
+    check_against_host<step>(adam_args(), 4, 1e-10);
+    // compute_gradients(λ): every term's λ is the one given (write_uniform_weights).
+    const df::fit_args args = adam_args();
+    step device(args);
+    host_reference<step> host(args);
+    copy_parameters(host, device);
+    const host_batch b = make_batch<step>(args, 0);
+    load_batch(device, b);
+    load_batch(host, b);
+    const df::step_report d = device.compute_gradients(0.37);
+    const df::step_report h = host.compute_gradients(0.37);
+    CHECK(d.lambda == 0.37);
+    CHECK(relative(d.domain_loss, h.domain_loss) < 1e-10);
+    CHECK(relative(d.discriminator_grad_norm, h.discriminator_grad_norm) < 1e-10);
+    CHECK(df::test::max_relative_error(std::span<const double>(gradients_of(device)),
+                                       std::span<const double>(gradients_of(host))) < 1e-10);
+    CHECK(relative(d.task_grad_norm, h.task_grad_norm) < 1e-10);
+    // The weights reach G_f: another λ gives another G_f gradient.
+    const df::step_report other = device.compute_gradients(0.5);
+    CHECK(relative(other.task_grad_norm, d.task_grad_norm) > 1e-6);
+  }
+  TEST_CASE("a head's product that cannot run is refused before it is planned") {
+    using step = device_step<relu_net, df::test::bad_product_head, df::clip::none, df::optim::sgd>;
+    step s(sgd_args());
+    CHECK(df::test::throws_naming([&] { s.run(); },
+                                  {"head::product", "ldc", "at least 8", "found 7"}));
   }
   TEST_CASE("fp64 device steps match the host fp64 step to 1e-10") {
     check_against_host<device_step<mixed_net, df::head::dann<df::schedule::ganin>,

@@ -244,7 +244,7 @@ TEST_CASE("MDD plus MCC (factor 1/2): the gradients are the sum of the terms' gr
   using mcc = df::head::mcc<df::schedule::constant>;
   using sum = df::head::combine<mdd, df::head::weighted<mcc, std::ratio<1, 2>>>;
   static_assert(sum::discriminator_reads == df::discriminator_input::features);
-  static_assert(sum::own_maths && sum::sum_count == mdd::sum_count + mcc::sum_count);
+  static_assert(sum::own_maths && sum::sum_count == mdd::sum_count + mcc::sum_count + 1);
   static_assert(sum::scratch_elements({4, 8, 5, 3}) ==
                 mdd::scratch_elements({4, 8, 5, 3}) + mcc::scratch_elements({4, 8, 5, 3}));
   const double lambda = 0.8;

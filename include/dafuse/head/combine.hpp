@@ -13,10 +13,14 @@
 //! the schedules' λ_i), its domain_accuracy that of the term with G_d.
 //!
 //! The network has one G_d, so at most one term may train it; and at most one term may write the
-//! target logits' gradient. Host systems only for now (as head::coral, mmd and mcc).
+//! target logits' gradient. It runs on every system: the weights r_i·λ_i(p) reach the terms'
+//! backward as the step hands λ to a single head (numbers on a host, values in the step's memory
+//! that a device step computes as each step begins), and the loss sum is a phase of its own.
 #pragma once
 #include <dafuse/config.hpp>
+#include <dafuse/core/step_values.hpp>
 #include <dafuse/head/head_base.hpp>
+#include <dafuse/head/view.hpp>
 #include <dafuse/policy/arguments.hpp>
 #include <dafuse/policy/schedule.hpp>
 
@@ -62,6 +66,19 @@ template <class T, class...>
 struct first_term {
   using type = T;
 };
+//! *out = Σ_i factor_i·L_i over N terms' losses (handles read when the phase runs): the report's
+//! domain loss of a sum of heads.
+template <std::size_t N>
+struct weighted_losses {
+  double* out;
+  step_scalar loss[N];
+  double factor[N];
+  DAFUSE_HOST_DEVICE void operator()(index_t) const {
+    double sum = 0;
+    for (std::size_t i = 0; i < N; ++i) sum += factor[i] * loss[i].get();
+    *out = sum;
+  }
+};
 }  // namespace detail
 
 template <class... Terms>
@@ -106,16 +123,33 @@ struct combine : defaults {
   static constexpr index_t scratch_elements(const shape& s) {
     return (index_t(0) + ... + detail::term_head<Terms>::scratch_elements(s));
   }
-  //! The terms' sums, one after the other.
-  static constexpr index_t sum_count = (index_t(0) + ... + detail::term_head<Terms>::sum_count);
+  //! The terms' sums, one after the other; then the loss Σ_i r_i·L_i.
+  static constexpr index_t terms_sum_count =
+      (index_t(0) + ... + detail::term_head<Terms>::sum_count);
+  static constexpr index_t sum_count = terms_sum_count + 1;
 
+  //! out[i] = term i's weight at `now`: r_i·λ_i(p).
+  DAFUSE_HOST_DEVICE static void write_term_weights(const fit_args& a, progress now, double* out) {
+    std::size_t i = 0;
+    ((out[i++] = detail::term_traits<Terms>::factor * detail::term_head<Terms>::weight(a, now)),
+     ...);
+  }
+  //! out[i] = term i's weight when every term's λ is `lambda`: r_i·λ.
+  DAFUSE_HOST_DEVICE static void write_uniform_weights(double lambda, double* out) {
+    std::size_t i = 0;
+    ((out[i++] = detail::term_traits<Terms>::factor * lambda), ...);
+  }
   //! Each term's weight at `now`: r_i·λ_i(p).
   static std::array<double, term_count> term_weights(const fit_args& a, progress now) {
-    return {(detail::term_traits<Terms>::factor * detail::term_head<Terms>::weight(a, now))...};
+    std::array<double, term_count> w{};
+    write_term_weights(a, now, w.data());
+    return w;
   }
   //! Each term's weight when every term's λ is `lambda`: r_i·λ.
   static std::array<double, term_count> uniform_weights(double lambda) {
-    return {(detail::term_traits<Terms>::factor * lambda)...};
+    std::array<double, term_count> w{};
+    write_uniform_weights(lambda, w.data());
+    return w;
   }
   //! The sum of the terms' weights (the report's λ).
   DAFUSE_HOST_DEVICE static double weight(const fit_args& a, progress now) {
@@ -133,14 +167,14 @@ struct combine : defaults {
     return (detail::term_head<Terms>::template check_network<Net>() && ...);
   }
 
-  //! What forward() returns: the sum of r_i·L_i and the G_d term's accuracy (0 without one).
-  struct loss_result {
-    double loss = 0, accuracy = 0;
-  };
-  //! Each term's forward, in order, each on its own scratch and sums.
+  //! Each term's forward, in order, each on its own scratch and sums; then the loss Σ_i r_i·L_i
+  //! into the last sum. Returns it and the G_d term's accuracy (0 without one), as the view
+  //! gives a head's result.
   template <class View, class Scale>
-  static loss_result forward(View& v, Scale loss_scale) {
-    loss_result total;
+  static auto forward(View& v, Scale loss_scale) {
+    detail::weighted_losses<term_count> total{v.sums() + terms_sum_count, {}, {}};
+    step_scalar accuracy(0.0);
+    std::size_t i = 0;
     index_t scratch = 0, sums = 0;
     (
         [&] {
@@ -150,21 +184,24 @@ struct combine : defaults {
           sums += head::sum_count;
           if constexpr (detail::has_loss<head>()) {
             const auto d = head::forward(term, loss_scale);
-            total.loss += detail::term_traits<Terms>::factor * double(d.loss);
+            total.loss[i] = step_scalar(d.loss);
+            total.factor[i] = detail::term_traits<Terms>::factor;
             if constexpr (head::discriminator_reads != discriminator_input::none)
-              total.accuracy = double(d.accuracy);
+              accuracy = step_scalar(d.accuracy);
           }
+          ++i;
         }(),
         ...);
-    return total;
+    v.for_each(1, total);
+    return v.result(step_scalar(total.out, 1.0), accuracy);
   }
-  //! Each term's backward with its weight: the first term that writes δh writes it, the later
-  //! ones add to it. Returns G_d's squared gradient norm (0 without a G_d term).
-  template <class View>
-  static double backward(View& v,
-                         const std::array<double, term_count>& weights,
-                         bool accumulate = false) {
-    double discriminator_sq = 0;
+  //! Each term's backward with its weight (`weights[i]`: a number, or a handle of a value in the
+  //! step's memory): the first term that writes δh writes it, the later ones add to it. Returns
+  //! G_d's squared gradient norm, as the G_d term's backward gives it (0 without a G_d term).
+  template <class View, class Weights>
+  static auto backward(View& v, const Weights& weights, bool accumulate = false) {
+    using norm = decltype(v.result(step_scalar(0.0)).loss);
+    norm discriminator_sq = norm(0.0);
     bool written = accumulate;
     std::size_t i = 0;
     index_t scratch = 0, sums = 0;
@@ -175,7 +212,9 @@ struct combine : defaults {
           scratch += head::scratch_elements(v.shape());
           sums += head::sum_count;
           if constexpr (detail::has_loss<head>()) {
-            discriminator_sq += double(head::backward(term, weights[i], written));
+            const auto sq = head::backward(term, weights[i], written);
+            if constexpr (head::discriminator_reads != discriminator_input::none)
+              discriminator_sq = sq;
             written = written || head::writes_feature_gradient;
           }
           ++i;

@@ -17,6 +17,7 @@
 #include <dafuse/policy/schedule.hpp>
 
 #include <concepts>
+#include <cstddef>
 
 namespace dafuse {
 
@@ -146,6 +147,35 @@ template <class H>
 inline constexpr bool weights_terms = requires {
   H::term_count;
 };
+
+//! How many weights head H's backward takes: one per term of a head that weights several, else
+//! one (λ).
+template <class H>
+inline constexpr std::size_t backward_weight_count = [] {
+  if constexpr (weights_terms<H>)
+    return std::size_t(H::term_count);
+  else
+    return std::size_t(1);
+}();
+
+//! out[0, backward_weight_count<H>) = the weights H's backward takes at `now`: λ = H::weight(a,
+//! now), or each term's r_i·λ_i(p); each is `lambda` instead when `lambda` is not NaN (a caller
+//! that fixes λ). A device step computes them in device memory as each step begins.
+template <class H>
+DAFUSE_HOST_DEVICE void write_backward_weights(const fit_args& a,
+                                               progress now,
+                                               double lambda,
+                                               double* out) {
+  const bool fixed = lambda == lambda;
+  if constexpr (weights_terms<H>) {
+    if (fixed)
+      H::write_uniform_weights(lambda, out);
+    else
+      H::write_term_weights(a, now, out);
+  } else {
+    out[0] = fixed ? lambda : H::weight(a, now);
+  }
+}
 
 //! What the step hands head H's backward at `now`: λ = H::weight(args, now), or, for a head that
 //! weights several terms, each term's weight (H::term_weights).

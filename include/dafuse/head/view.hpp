@@ -27,8 +27,11 @@
 //! that a phase computes (λ·S) scales an operand first (scale_values).
 #pragma once
 #include <dafuse/config.hpp>
+#include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/core/step_values.hpp>
+
+#include <string>
 
 namespace dafuse::head {
 
@@ -73,6 +76,24 @@ struct product {
   index_t m = 0, n = 0, k = 0;
   index_t lda = 0, ldb = 0, ldc = 0;
   friend constexpr bool operator==(const product&, const product&) = default;
+
+  //! Throws dafuse::error naming the first field that cannot describe a product: m, n and k at
+  //! least 1, and each leading dimension at least the rows its matrix is stored with (A: k rows
+  //! when transpose_a, else m; B: n when transpose_b, else k; C: m). Every view checks a product
+  //! before it runs or plans it.
+  void check() const {
+    const auto at_least = [](const char* field, index_t found, index_t least, const char* why) {
+      if (found < least)
+        fail("head::product", field, "at least " + std::to_string(least) + " (" + why + ")",
+             std::to_string(found));
+    };
+    at_least("m", m, 1, "the rows of C");
+    at_least("n", n, 1, "the columns of C");
+    at_least("k", k, 1, "the inner dimension");
+    at_least("lda", lda, transpose_a ? k : m, transpose_a ? "A is stored [k, m]" : "A is [m, k]");
+    at_least("ldb", ldb, transpose_b ? n : k, transpose_b ? "B is stored [n, k]" : "B is [k, n]");
+    at_least("ldc", ldc, m, "C is [m, n]");
+  }
 };
 
 //! x ← round(x) over n values: a mixed-precision step stores what it computes rounded.

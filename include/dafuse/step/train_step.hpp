@@ -78,6 +78,12 @@ struct step_rules {
   DAFUSE_HOST_DEVICE step_rates rates(index_t step_index) const {
     return scheduled_rates<typename Types::head_type>(args, step_index);
   }
+  //! out[0, backward_weight_count<head>) = the weights the head's backward takes at step
+  //! `step_index` (λ, or each term's of a sum of heads); each is `lambda` when it is not NaN.
+  DAFUSE_HOST_DEVICE void backward_weights(index_t step_index, double lambda, double* out) const {
+    write_backward_weights<typename Types::head_type>(args, progress{step_index, args.steps},
+                                                      lambda, out);
+  }
   //! The gradients hold S·∂L/∂θ: the squared norms divided by S², which clipping and the report
   //! see.
   DAFUSE_HOST_DEVICE grad_norms unscaled(grad_norms n, double loss_scale) const {

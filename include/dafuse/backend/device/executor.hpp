@@ -29,6 +29,7 @@
 #include <dafuse/core/meta.hpp>
 #include <dafuse/core/rng.hpp>
 #include <dafuse/data/dataset.hpp>
+#include <dafuse/head/cdan.hpp>
 #include <dafuse/head/head_base.hpp>
 #include <dafuse/head/view.hpp>
 #include <dafuse/nn/activation.hpp>
@@ -180,9 +181,6 @@ class executor<System, Step> {
   static_assert(!Step::mixed,
                 "dafuse: bf16 and fp16 steps run on the host systems only for now; on a device "
                 "system use precision::fp32 (or fp64)");
-  static_assert(!weights_terms<typename Step::head_type>,
-                "dafuse: head::combine runs on the host systems only for now; train it with "
-                "system::omp, or one of its heads alone on a device");
   static_assert(!nn::has_image_layers<typename Step::feature_stack>,
                 "dafuse: convolutional feature extractors (nn::conv_net) run on the host systems "
                 "only for now; train them with system::omp");
@@ -203,7 +201,8 @@ class executor<System, Step> {
   using memory_of = device::stack_memory<Stack, T>;
   template <class Stack>
   using plans_of = device::stack_plans<Stack, T, ops_type>;
-  using control_type = device::step_control<Optim, T>;
+  static constexpr std::size_t weight_count = backward_weight_count<typename Step::head_type>;
+  using control_type = device::step_control<Optim, T, weight_count>;
   using scalar = step_scalar;
   using head_type = typename Step::head_type;
   friend class device::head_view<executor>;
@@ -540,32 +539,26 @@ class executor<System, Step> {
   //! norm into device memory (the handle returned). G_y runs on the B source columns (all its
   //! rows when the head writes the target rows' logit gradient) and G_d on all rows; each writes
   //! (or, with `accumulate`, adds) input_scale times its input gradient into δh, or δT for a G_d
-  //! that reads the multilinear map. A device value as input_scale (the reversal's −λ) multiplies
-  //! the gradient it writes; it cannot be added to one.
+  //! that reads the multilinear map. input_scale may be a value in device memory (the reversal's
+  //! −λ, a term's weight of a sum of heads).
   template <module M>
   scalar backward(scalar input_scale, bool accumulate) {
     using stack = typename Net::template stack<M>;
     constexpr index_t at = Net::template offset<M>;
     constexpr int m = M == module::features ? 0 : (M == module::classifier ? 1 : 2);
     double* norm = &control_->norm_sq[m];
-    if (!input_scale.constant() && accumulate)
-      fail("device executor",
-           "backward: an input gradient scaled by a device value is written, "
-           "not added");
-    const T alpha = input_scale.constant() ? T(input_scale.factor) : T(1);
     if constexpr (M == module::features) {
-      stack_backward<stack>(features_plans_, at, input_.data(), features_, rows_, nullptr, T(1),
-                            false);
+      stack_backward<stack>(features_plans_, at, input_.data(), features_, rows_, nullptr,
+                            scalar(1.0), false);
     } else if constexpr (M == module::classifier) {
       stack_backward<stack>(classifier_plans_, at, features_.output(), classifier_,
-                            classifier_backward_rows_, features_.output_gradient(), alpha,
+                            classifier_backward_rows_, features_.output_gradient(), input_scale,
                             accumulate);
     } else {
-      T* dx = reads_joint ? joint_gradient_ : features_.output_gradient();
       stack_backward<stack>(discriminator_plans_, at, reads_joint ? joint_ : features_.output(),
-                            discriminator_, rows_, dx, alpha, accumulate);
-      if (!input_scale.constant())
-        for_each(stack::in * rows_, head::scale_values<T>{dx, input_scale});
+                            discriminator_, rows_,
+                            reads_joint ? joint_gradient_ : features_.output_gradient(),
+                            input_scale, accumulate);
     }
     ops_.sum(grads_.data() + at, stack::param_count, true, norm);
     return {norm, 1.0};
@@ -574,18 +567,19 @@ class executor<System, Step> {
   //! CDAN's multilinear map on all rows: g = softmax(z), T = g ⊗ h, and with `entropy_weights`
   //! each row's weight 1 + e^(−H(g)) normalised to sum to the row count (CDAN+E).
   void multilinear_map(bool entropy_weights) requires reads_joint {
-    const device::multilinear_column<T> map{classifier_.output(),
-                                            features_.output(),
-                                            probabilities_,
-                                            joint_,
-                                            entropy_weights ? row_weights_ : nullptr,
-                                            class_count,
-                                            feature_width};
+    const head::cdan_maths::multilinear_column<T, head::no_rounding<T>> map{
+        classifier_.output(),
+        features_.output(),
+        probabilities_,
+        joint_,
+        entropy_weights ? row_weights_ : nullptr,
+        class_count,
+        feature_width};
     if (entropy_weights) {
       // The weights' sum in the same pass, then each weight normalised by it.
       double* sum = &control_->weight_sum;
       ops_.template map_sum<1>(rows_, map, sum);
-      for_each(rows_, device::normalise_weights<T>{row_weights_, sum, rows_});
+      for_each(rows_, head::cdan_maths::normalise_weights<T>{row_weights_, sum, rows_});
     } else {
       for_each(rows_, map);
     }
@@ -593,9 +587,9 @@ class executor<System, Step> {
 
   //! δh = Σ_c g_c · δT_c on all rows, written fresh (added to δh with `accumulate`).
   void multilinear_backward(bool accumulate = false) requires reads_joint {
-    for_each(rows_, device::multilinear_backward_column<T>{probabilities_, joint_gradient_,
-                                                           features_.output_gradient(), class_count,
-                                                           feature_width, accumulate});
+    for_each(rows_, head::cdan_maths::multilinear_backward_column<T, head::no_rounding<T>>{
+                        probabilities_, joint_gradient_, features_.output_gradient(), class_count,
+                        feature_width, accumulate});
   }
 
   //! Softmax cross-entropy over the B source columns, summed into device memory (the handle
@@ -694,6 +688,7 @@ class executor<System, Step> {
     auto it = std::find_if(head_plans_.begin(), head_plans_.end(),
                            [&](const auto& planned) { return planned.first == p; });
     if (it == head_plans_.end()) {
+      p.check();
       head_plans_.emplace_back(
           p, ops_.plan(device::product_shape<T>{p.transpose_a, p.transpose_b, p.m, p.n, p.k, p.lda,
                                                 p.ldb, p.ldc}));
@@ -708,17 +703,29 @@ class executor<System, Step> {
     const bool draws = update && has_resident_data();
     if (draws) queue_batch();
     for_each(1, device::begin_step<Rules, control_type>{rules, control_, lambda});
-    const auto f =
-        phases(*this, scalar{&control_->lambda, 1.0}, scalar{&control_->used_scale, 1.0});
+    const auto f = phases(*this, backward_weights(), scalar{&control_->used_scale, 1.0});
     const device::step_figures figures{f.label_loss,
                                        f.domain_loss,
                                        f.domain_accuracy,
                                        {f.features_sq, f.classifier_sq, f.discriminator_sq}};
-    for_each(1, device::decide_step<Rules, Optim, T>{rules, control_, figures, update, draws});
+    for_each(1, device::decide_step<Rules, Optim, T, weight_count>{rules, control_, figures, update,
+                                                                   draws});
     if (update)
       for_each(Step::trained_param_count,
-               device::update_parameter<Optim, T>{params_.data(), grads_.data(), state_.data(),
-                                                  Net::param_count, control_});
+               device::update_parameter<Optim, T, weight_count>{
+                   params_.data(), grads_.data(), state_.data(), Net::param_count, control_});
+  }
+
+  // What the head's backward takes, as handles of the values begin_step writes: λ, or one
+  // weight per term of a sum of heads.
+  auto backward_weights() const {
+    if constexpr (weights_terms<head_type>) {
+      std::array<scalar, head_type::term_count> w;
+      for (std::size_t i = 0; i < w.size(); ++i) w[i] = scalar{&control_->weights[i], 1.0};
+      return w;
+    } else {
+      return scalar{&control_->weights[0], 1.0};
+    }
   }
 
   // The resident loader's kernels: the swaps of any epoch a domain's draws reach for the first
@@ -793,7 +800,7 @@ class executor<System, Step> {
                       const memory_of<Stack>& s,
                       index_t cols,
                       T* input_gradient,
-                      T alpha,
+                      scalar input_scale,
                       bool accumulate) {
     const T* p = params_.data() + offset;
     T* g = grads_.data() + offset;
@@ -815,9 +822,16 @@ class executor<System, Step> {
             if constexpr (l > 0)
               ops_.run(plans.input_gradient[l], T(1), p + Stack::template param_offset<l>(), dz,
                        T(0), s.gradients[l - 1]);
-            else if (input_gradient)
+            else if (input_gradient) {
+              // A scale read when the step runs multiplies the first layer's output gradient
+              // (its weight gradients are taken), so the product can still add: s·(Wᵀ·dz) =
+              // Wᵀ·(s·dz).
+              if (!input_scale.constant())
+                for_each(layer::out * cols, head::scale_values<T>{dz, input_scale});
+              const T alpha = input_scale.constant() ? T(input_scale.factor) : T(1);
               ops_.run(plans.input_gradient[0], alpha, p, dz, accumulate ? T(1) : T(0),
                        input_gradient);
+            }
           }(),
           ...);
     }

@@ -18,6 +18,7 @@
 #include <dafuse/policy/precision.hpp>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 namespace dafuse::backend::device {
@@ -90,66 +91,6 @@ struct binary_cross_entropy_row {
   }
 };
 
-//! CDAN's multilinear map on column c: g = softmax(z_c), T_c[k·F + j] = g_k · h_j, and, with
-//! `weights`, the row's unnormalised entropy weight 1 + e^(−H(g)), also returned to be summed.
-template <class T>
-struct multilinear_column {
-  const T* z;        //!< logits [classes, rows]
-  const T* h;        //!< features [F, rows]
-  T* g;              //!< softmax(z) [classes, rows]
-  T* joint;          //!< T [classes · F, rows]
-  T* weights;        //!< [rows] or null (CDAN: no weights)
-  index_t classes;   //!< K
-  index_t features;  //!< F
-  DAFUSE_HOST_DEVICE sum_terms<1> operator()(index_t c) const {
-    const T* zc = z + c * classes;
-    T* gc = g + c * classes;
-    nn::softmax(zc, classes, gc);
-    double w = 0;
-    if (weights) {
-      w = 1.0 + std::exp(-double(nn::softmax_entropy(zc, classes)));
-      weights[c] = T(w);
-    }
-    const T* hc = h + c * features;
-    T* t = joint + c * classes * features;
-    for (index_t k = 0; k < classes; ++k)
-      for (index_t j = 0; j < features; ++j) t[k * features + j] = gc[k] * hc[j];
-    return {{w}};
-  }
-};
-
-//! Scales each entropy weight so that they sum to the row count: w_c ← w_c · rows / Σ w.
-template <class T>
-struct normalise_weights {
-  T* weights;         //!< [rows]
-  const double* sum;  //!< Σ w (a device value)
-  index_t rows;       //!< R
-  DAFUSE_HOST_DEVICE void operator()(index_t c) const {
-    weights[c] = T(double(weights[c]) * double(rows) / *sum);
-  }
-};
-
-//! δh_c = Σ_k g_k · δT_c[k·F + j] on column c (g held constant, as the map's forward took it).
-template <class T>
-struct multilinear_backward_column {
-  const T* g;               //!< [classes, rows]
-  const T* joint_gradient;  //!< δT [classes · F, rows]
-  T* dh;                    //!< [F, rows], written fresh (or added to, with `accumulate`)
-  index_t classes;          //!< K
-  index_t features;         //!< F
-  bool accumulate = false;  //!< add to dh (a later term of a sum of heads) rather than write it
-  DAFUSE_HOST_DEVICE void operator()(index_t c) const {
-    const T* gc = g + c * classes;
-    const T* dt = joint_gradient + c * classes * features;
-    T* out = dh + c * features;
-    for (index_t j = 0; j < features; ++j) {
-      T sum = T(0);
-      for (index_t k = 0; k < classes; ++k) sum += gc[k] * dt[k * features + j];
-      out[j] = accumulate ? out[j] + sum : sum;
-    }
-  }
-};
-
 //! The prediction of evaluation column c from its logits: the class, and softmax into `p`.
 template <class T>
 struct predict_column {
@@ -185,8 +126,8 @@ struct module_rule {
 //! the loss scaler, this step's rates, the sums the phases write, the plan the update reads, the
 //! last report and the tallies a training loop reads when it asks. Written and read by kernels of
 //! one thread (begin_step, decide_step) and by the phases' sums; copied to the host only when a
-//! report or the position is asked for.
-template <class Optim, class T>
+//! report or the position is asked for. `Weights`: how many weights the head's backward takes.
+template <class Optim, class T, std::size_t Weights = 1>
 struct step_control {
   index_t step = 0;               //!< steps taken
   std::int64_t batches = 0;       //!< batches the resident loader has drawn (resident_loader.hpp)
@@ -209,10 +150,12 @@ struct step_control {
   index_t skipped_in_a_row = 0;        //!< of them, the last ones in a row
   index_t first_nonfinite = -1;  //!< the first step (counted from 1) whose loss was not finite
   double refused_label = 0;      //!< bad_label of a step refused for a label out of range
+  double weights[Weights] = {};  //!< what the head's backward takes: λ, or each term's weight
 };
 
-//! The start of a queued step: λ and the learning rate of the step count, from `rules` (the
-//! step's decisions), or λ = `lambda` when it is not NaN (compute_gradients).
+//! The start of a queued step: λ, the head's backward weights and the learning rate of the step
+//! count, from `rules` (the step's decisions), or λ = `lambda` when it is not NaN
+//! (compute_gradients).
 template <class Rules, class Control>
 struct begin_step {
   Rules rules;
@@ -221,6 +164,7 @@ struct begin_step {
   DAFUSE_HOST_DEVICE void operator()(index_t) const {
     const step_rates r = rules.rates(c->step);
     c->lambda = lambda == lambda ? lambda : r.lambda;
+    rules.backward_weights(c->step, lambda, c->weights);
     c->lr = r.lr;
     c->used_scale = c->scale.scale;
     c->bad_label = 0;
@@ -239,10 +183,10 @@ struct step_figures {
 //! with `update`, the rules' plan (overflow skip, loss scaler, clip, rates) for the update pass,
 //! the optimizer's coefficients of each module, the tallies and the step count. A step refused for
 //! a label out of range changes nothing but `refused_label`.
-template <class Rules, class Optim, class T>
+template <class Rules, class Optim, class T, std::size_t Weights = 1>
 struct decide_step {
   Rules rules;
-  step_control<Optim, T>* c;
+  step_control<Optim, T, Weights>* c;
   step_figures figures;  //!< what the phases produced
   bool update;           //!< a training step (false: compute_gradients)
   bool drew_batch;       //!< the resident loader drew this step's batch: count it
@@ -293,13 +237,13 @@ struct decide_step {
 //! clip::value), then Optim's rule with the coefficients of i's module, as the plan in `c` says
 //! (nothing when it skips). The same expression, in the same order, as the host pass
 //! (backend/host/update.hpp), so both round alike.
-template <class Optim, class T>
+template <class Optim, class T, std::size_t Weights = 1>
 struct update_parameter {
   T* params;             //!< [param_count]
   const T* grads;        //!< [param_count]
   T* state;              //!< [state_per_param · state_stride]
   index_t state_stride;  //!< param_count
-  const step_control<Optim, T>* c;
+  const step_control<Optim, T, Weights>* c;
   DAFUSE_HOST_DEVICE void operator()(index_t i) const {
     if (c->skip) return;
     const int m = i < c->modules[1].begin ? 0 : (i < c->modules[2].begin ? 1 : 2);

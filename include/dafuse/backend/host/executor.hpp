@@ -27,6 +27,7 @@
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
 #include <dafuse/core/system.hpp>
+#include <dafuse/head/cdan.hpp>
 #include <dafuse/head/head_base.hpp>
 #include <dafuse/nn/conv2d.hpp>
 #include <dafuse/nn/dann_net.hpp>
@@ -86,6 +87,10 @@ class executor<System, Step> {
   template <class Stack>
   using stack_scratch = host::stack_scratch<Stack, value_type>;
   using products_type = host::products_for<Step::compute_format, value_type>;
+  // What the step stores, rounded to its stored format (none for fp32 and fp64).
+  struct rounding {
+    static value_type round(value_type x) { return products_type::round(x); }
+  };
 
  public:
   //! Sizes and allocates every buffer once for args.batch and args.eval_chunk; the parameters
@@ -300,42 +305,30 @@ class executor<System, Step> {
   //! (T[c·F + j] = g_c·h_j), and, when `entropy_weights`, each row's weight 1 + e^(−H(g))
   //! normalised to sum to the row count (CDAN+E).
   void multilinear_map(bool entropy_weights) requires reads_joint {
-    const index_t rows = rows_;
-    const matrix_view<value_type> z = classifier_.output();
-    const matrix_view<value_type> h = features_.output();
+    const head::cdan_maths::multilinear_column<value_type, rounding> map{
+        classifier_.output().data,
+        features_.output().data,
+        probabilities_.data,
+        joint_.data,
+        entropy_weights ? row_weights_.data : nullptr,
+        class_count,
+        feature_width};
     double weight_sum = 0;
-    for (index_t c = 0; c < rows; ++c) {
-      value_type* g = &probabilities_(0, c);
-      nn::softmax(&z(0, c), class_count, g);
-      if (entropy_weights) {
-        const double w = 1.0 + std::exp(-double(nn::softmax_entropy(&z(0, c), class_count)));
-        row_weights_(0, c) = value_type(w);
-        weight_sum += w;
-      }
-      value_type* t = &joint_(0, c);
-      for (index_t k = 0; k < class_count; ++k)
-        for (index_t j = 0; j < feature_width; ++j)
-          t[k * feature_width + j] = products_type::round(g[k] * h(j, c));
+    sequential_map_sum<1>(rows_, map, &weight_sum);
+    if (entropy_weights) {
+      const head::cdan_maths::normalise_weights<value_type> normalise{row_weights_.data,
+                                                                      &weight_sum, rows_};
+      for (index_t c = 0; c < rows_; ++c) normalise(c);
     }
-    if (entropy_weights)
-      for (index_t c = 0; c < rows; ++c)
-        row_weights_(0, c) = value_type(double(row_weights_(0, c)) * double(rows) / weight_sum);
   }
 
   //! δh = Σ_c g_c · δT_c on all rows (g a constant, as the map's forward took it), written fresh
   //! (added to δh with `accumulate`: a later term of a sum of heads).
   void multilinear_backward(bool accumulate = false) requires reads_joint {
-    const matrix_view<value_type> dh = features_.output_gradient();
-    for (index_t c = 0; c < rows_; ++c) {
-      const value_type* g = &probabilities_(0, c);
-      const value_type* dt = &joint_gradient_(0, c);
-      value_type* out = &dh(0, c);
-      if (!accumulate)
-        for (index_t j = 0; j < feature_width; ++j) out[j] = value_type(0);
-      for (index_t k = 0; k < class_count; ++k)
-        for (index_t j = 0; j < feature_width; ++j) out[j] += g[k] * dt[k * feature_width + j];
-      for (index_t j = 0; j < feature_width; ++j) out[j] = products_type::round(out[j]);
-    }
+    const head::cdan_maths::multilinear_backward_column<value_type, rounding> column{
+        probabilities_.data, joint_gradient_.data, features_.output_gradient().data,
+        class_count,         feature_width,        accumulate};
+    for (index_t c = 0; c < rows_; ++c) column(c);
   }
 
   //! The view the head's forward and backward run on (head/view.hpp).

@@ -54,6 +54,7 @@ class head_view : public head_view_base<Exec> {
   }
   //! C = α·op(A)·op(B) + β·C for the product p on the step's kernels.
   void product(const head::product& p, double alpha, const T* a, const T* b, T beta, T* c) const {
+    p.check();
     const T scale = T(alpha);
     if (p.transpose_a) {
       if (p.transpose_b)
