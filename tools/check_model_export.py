@@ -22,6 +22,11 @@ already. dafuse reads images channels last (NHWC), so the module views its input
 order, as the file's next dense weight expects) after the last one.
 
     tools/check_model_export.py MODEL.npz --rows X.npy --classes DAFUSE_CLASSES.npy [--labels Y.npy]
+    tools/check_model_export.py --cases CASES.txt
+
+--cases runs many checks in one process (torch is imported once, about 1.5 s): each line of
+CASES.txt is an output file followed by one check's arguments (shell quoting); the check's
+messages go to that file and its exit status to the file's name + ".status".
 
 X is what the model reads: float32 [N, width] (or [N, H, W(, C)], flattened; float64 and
 integers converted to float32 as dafuse converts them), uint8 images scaled by 1/255 as
@@ -300,5 +305,30 @@ def main(argv):
     return 1 if wrong.any() else 0
 
 
+def run_cases(path):
+    """Runs the check of each line of `path` (an output file, then its arguments)."""
+    import contextlib
+    import shlex
+    with open(path, encoding='utf-8') as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    for number, line in enumerate(lines, 1):
+        words = shlex.split(line)
+        if len(words) < 2:
+            print(f'check_model_export: {path}: line {number}: expected an output file and the '
+                  f'arguments of a check, found "{line}"', file=sys.stderr)
+            return 2
+        with open(words[0], 'w', encoding='utf-8') as out:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                try:
+                    status = main(words[1:])
+                except SystemExit as e:  # argparse's refusal of the arguments
+                    status = e.code if isinstance(e.code, int) else 2
+        with open(words[0] + '.status', 'w', encoding='utf-8') as out:
+            print(status, file=out)
+    return 0
+
+
 if __name__ == '__main__':
+    if len(sys.argv) == 3 and sys.argv[1] == '--cases':
+        sys.exit(run_cases(sys.argv[2]))
     sys.exit(main(sys.argv[1:]))

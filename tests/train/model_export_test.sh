@@ -4,7 +4,8 @@
 # rows) and those that dafuse-train --save-model writes after training on the shipped digits (an
 # MLP, the CNN, and an MLP with --preprocess standardize,l2 checked on the raw images) are loaded
 # into the equivalent PyTorch module by tools/check_model_export.py, which checks that PyTorch
-# predicts the classes dafuse predicted.
+# predicts the classes dafuse predicted. The checks are queued and run in one Python process
+# (check_model_export.py --cases): each process would import torch again, about 1.5 s.
 # Skips (exit 77) when Debian's python3 has no torch; DAFUSE_TORCH_PYTHON names another Python
 # with numpy and torch (a virtual environment).
 # Usage: model_export_test.sh MODEL_EXPORT_PROGRAM CHECK_MODEL_EXPORT_PY DATA_DIR [DAFUSE_TRAIN]
@@ -21,34 +22,49 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failures=0
+cases=$work/cases.txt
+: >"$cases"
 
-# check NAME ROWS ARGS...: the tool accepts NAME.npz against NAME_classes.npy.
-check() {
+# queue OUT ARGS...: one check with these arguments; its messages go to OUT, its status to
+# OUT.status when the queue runs.
+queue() {
+  printf '%q ' "$@" >>"$cases"
+  echo >>"$cases"
+}
+# expect_agree NAME ROWS ARGS...: the tool accepts NAME.npz against NAME_classes.npy.
+expect_agree() {
   local name=$1 rows=$2
   shift 2
-  if ! "$python" "$tool" "$work/$name.npz" --rows "$rows" --classes "$work/${name}_classes.npy" \
-    "$@"; then
-    echo "FAIL: $name: PyTorch and dafuse disagree"
-    failures=$((failures + 1))
-  fi
+  queue "$work/$name.check" "$work/$name.npz" --rows "$rows" --classes "$work/${name}_classes.npy" "$@"
+  agreeing+=("$name")
+}
+agreeing=()
+# expect_raw NAME COUNT ARGS...: the check with ARGS finds all COUNT rows agreeing, none even
+# within a tie (its output goes to NAME.raw).
+expect_raw() {
+  local name=$1 count=$2
+  shift 2
+  queue "$work/$name.raw" "$@"
+  raw+=("$name:$count")
+}
+raw=()
+status_of() { cat "$1.status" 2>/dev/null || echo "none"; }
+fail() {
+  echo "FAIL: $1"
+  [ -f "${2:-}" ] && cat "$2"
+  failures=$((failures + 1))
 }
 
 "$program" "$work" || { echo "FAIL: model_export_program"; exit 1; }
-check dense_a "$work/dense_a_rows.npy"
-check dense_b "$work/dense_b_rows.npy"
-check sparse "$work/sparse_rows"
-check conv "$work/conv_rows.npy"
+expect_agree dense_a "$work/dense_a_rows.npy"
+expect_agree dense_b "$work/dense_b_rows.npy"
+expect_agree sparse "$work/sparse_rows"
+expect_agree conv "$work/conv_rows.npy"
 # Models with their preprocessing, on raw rows: every row agrees, none even within a tie.
 for name in pre_dense pre_binarize pre_sparse; do
   rows=$work/${name}_rows.npy
   [ -f "$rows" ] || rows=$work/${name}_rows
-  "$python" "$tool" "$work/$name.npz" --rows "$rows" --classes "$work/${name}_classes.npy" \
-    >"$work/out" 2>&1
-  if ! grep -q "predict the same class on 600; 0 differ within the tie tolerance" "$work/out"; then
-    echo "FAIL: $name: PyTorch and dafuse disagree on raw rows"
-    cat "$work/out"
-    failures=$((failures + 1))
-  fi
+  expect_raw "$name" 600 "$work/$name.npz" --rows "$rows" --classes "$work/${name}_classes.npy"
 done
 
 # The check can fail: classes that are not the model's are caught, and a file of another
@@ -58,19 +74,10 @@ import sys, numpy as np
 c = np.load(sys.argv[1])
 np.save(sys.argv[2], ((c + 1) % 3).astype(np.int32))
 PY
-if "$python" "$tool" "$work/dense_a.npz" --rows "$work/dense_a_rows.npy" \
-  --classes "$work/wrong_classes.npy" >"$work/out" 2>&1; then
-  echo "FAIL: other classes were accepted"
-  failures=$((failures + 1))
-fi
-"$python" "$tool" "$work/dense_a.npz" --rows "$work/sparse_rows" \
-  --classes "$work/dense_a_classes.npy" >"$work/out" 2>&1
-rc=$?
-if [ "$rc" -ne 2 ] || ! grep -q "expected an NPY file of rows" "$work/out"; then
-  echo "FAIL: rows of another form: status $rc"
-  cat "$work/out"
-  failures=$((failures + 1))
-fi
+queue "$work/wrong.check" "$work/dense_a.npz" --rows "$work/dense_a_rows.npy" \
+  --classes "$work/wrong_classes.npy"
+queue "$work/other_form.check" "$work/dense_a.npz" --rows "$work/sparse_rows" \
+  --classes "$work/dense_a_classes.npy"
 # Without its preprocessing (the file as version 1 wrote it: architecture alone, no statistics)
 # the same model disagrees with dafuse on the raw rows: the preprocessing is what makes them agree.
 "$python" - "$work/pre_dense.npz" "$work/stripped.npz" <<'PY'
@@ -85,11 +92,8 @@ with zipfile.ZipFile(sys.argv[1]) as a, zipfile.ZipFile(sys.argv[2], "w") as b:
         elif not name.startswith("preprocess."):
             b.writestr(name, a.read(name))
 PY
-if "$python" "$tool" "$work/stripped.npz" --rows "$work/pre_dense_rows.npy" \
-  --classes "$work/pre_dense_classes.npy" >"$work/out" 2>&1; then
-  echo "FAIL: raw rows without the preprocessing agree: the check proves nothing"
-  failures=$((failures + 1))
-fi
+queue "$work/stripped.check" "$work/stripped.npz" --rows "$work/pre_dense_rows.npy" \
+  --classes "$work/pre_dense_classes.npy"
 
 # dafuse-train: the selected model of a short run on the shipped digits, and its predictions.
 if [ -n "$train" ]; then
@@ -100,13 +104,10 @@ if [ -n "$train" ]; then
     --save-model "$work/digits.npz" --predictions "$work/digits_classes.npy" >"$work/out" 2>&1
   then
     grep -q "model file: $work/digits.npz (the selected model, step " "$work/out" ||
-      { echo "FAIL: dafuse-train does not say which model it saved"; cat "$work/out";
-        failures=$((failures + 1)); }
-    check digits "$digits/usps_images.npy" --labels "$digits/usps_labels.npy"
+      fail "dafuse-train does not say which model it saved" "$work/out"
+    expect_agree digits "$digits/usps_images.npy" --labels "$digits/usps_labels.npy"
   else
-    echo "FAIL: dafuse-train --save-model"
-    cat "$work/out"
-    failures=$((failures + 1))
+    fail "dafuse-train --save-model" "$work/out"
   fi
   # --preprocess standardize: the file carries the statistics, and PyTorch reads the raw images
   # through them to the classes dafuse predicted, every row. The rows are MNIST's, as a test set
@@ -120,19 +121,11 @@ if [ -n "$train" ]; then
     >"$work/out" 2>&1
   then
     grep -q "model file: $work/digits_pre.npz (the selected model, step [0-9]*; it applies standardize to raw rows)" "$work/out" ||
-      { echo "FAIL: dafuse-train does not say the model file applies its preprocessing";
-        cat "$work/out"; failures=$((failures + 1)); }
-    "$python" "$tool" "$work/digits_pre.npz" --rows "$digits/mnist_images.npy" \
-      --classes "$work/digits_pre_classes.npy" --labels "$digits/mnist_labels.npy" >"$work/out" 2>&1
-    if ! grep -q "predict the same class on 2000; 0 differ within the tie tolerance" "$work/out"; then
-      echo "FAIL: digits with --preprocess: PyTorch on raw rows and dafuse disagree"
-      cat "$work/out"
-      failures=$((failures + 1))
-    fi
+      fail "dafuse-train does not say the model file applies its preprocessing" "$work/out"
+    expect_raw digits_pre 2000 "$work/digits_pre.npz" --rows "$digits/mnist_images.npy" \
+      --classes "$work/digits_pre_classes.npy" --labels "$digits/mnist_labels.npy"
   else
-    echo "FAIL: dafuse-train --preprocess standardize --save-model"
-    cat "$work/out"
-    failures=$((failures + 1))
+    fail "dafuse-train --preprocess standardize --save-model" "$work/out"
   fi
   # The CNN (150 steps at lr 0.05: 54 % on USPS, so the classes it predicts are many): its file
   # read into Conv2d/MaxPool2d/Linear modules, the images permuted to NCHW.
@@ -141,13 +134,30 @@ if [ -n "$train" ]; then
     --target-labels "$digits/usps_labels.npy" --steps 150 --eval-every 50 --lr 0.05 --seed 2 \
     --quiet --save-model "$work/cnn.npz" --predictions "$work/cnn_classes.npy" >"$work/out" 2>&1
   then
-    check cnn "$digits/usps_images.npy" --labels "$digits/usps_labels.npy"
+    expect_agree cnn "$digits/usps_images.npy" --labels "$digits/usps_labels.npy"
   else
-    echo "FAIL: dafuse-train --model digits-cnn-dann --save-model"
-    cat "$work/out"
-    failures=$((failures + 1))
+    fail "dafuse-train --model digits-cnn-dann --save-model" "$work/out"
   fi
 fi
+
+# Every queued check, in one process.
+"$python" "$tool" --cases "$cases" || { echo "FAIL: check_model_export.py --cases"; exit 1; }
+for name in "${agreeing[@]}"; do
+  cat "$work/$name.check"
+  [ "$(status_of "$work/$name.check")" = 0 ] || fail "$name: PyTorch and dafuse disagree"
+done
+for r in "${raw[@]}"; do
+  name=${r%:*} out=$work/${r%:*}.raw
+  grep -q "predict the same class on ${r#*:}; 0 differ within the tie tolerance" "$out" ||
+    fail "$name: PyTorch and dafuse disagree on raw rows" "$out"
+done
+[ "$(status_of "$work/wrong.check")" = 1 ] || fail "other classes were accepted" "$work/wrong.check"
+if [ "$(status_of "$work/other_form.check")" != 2 ] ||
+  ! grep -q "expected an NPY file of rows" "$work/other_form.check"; then
+  fail "rows of another form: status $(status_of "$work/other_form.check")" "$work/other_form.check"
+fi
+[ "$(status_of "$work/stripped.check")" = 1 ] ||
+  fail "raw rows without the preprocessing agree: the check proves nothing" "$work/stripped.check"
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures check(s) failed"
