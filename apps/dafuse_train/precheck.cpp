@@ -20,7 +20,7 @@ bool is_npy(const std::string& path) {
   return path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
 }
 
-// The rows of one domain as the program reads them (run.hpp's load_dense and load_sparse).
+// The rows of one domain as the program reads them (run_data.cpp's load_dense and load_sparse).
 struct rows_of {
   std::string origin;     // the features file, or the CSR prefix
   std::size_t rows = 0;   // shape[0], or indptr's length - 1
