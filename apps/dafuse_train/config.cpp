@@ -265,11 +265,27 @@ config parse(int argc, char** argv) {
         "--validator reverse: expected with --sweep (reverse validation trains a reverse model "
         "for each candidate: it chooses among a grid's configurations, not among one run's "
         "evaluations)");
+  // EnsV scores a set of trainings against their ensemble once all have finished: a grid's
+  // trainings are such a set, one run's evaluations (scored one at a time as it goes) are not.
+  if (!c.sweep.given) {
+    const char* why =
+        " (ensv scores each training of a grid by its agreement with the ensemble of all of "
+        "them, once every one has finished: it chooses among a grid's configurations, not among "
+        "one run's evaluations)";
+    if (!c.reverse_validation && dafuse::select::scores_a_set(c.selector))
+      throw usage_error("--validator " + std::string(dafuse::select::name(c.selector)) +
+                        ": expected with --sweep" + why);
+    for (const dafuse::select::validator v : c.validators)
+      if (dafuse::select::scores_a_set(v))
+        throw usage_error("--validators " + std::string(dafuse::select::name(v)) +
+                          ": expected with --sweep" + why);
+  }
   if (c.sweep.given) {
     if (!c.selector_given)
       throw usage_error(
           "--validator: expected with --sweep (the label-free validator that chooses the "
-          "configuration: source_accuracy, entropy, im, snd, dev, pad, bnm, mano or reverse)");
+          "configuration: source_accuracy, entropy, im, snd, dev, pad, bnm, mano, ensv or "
+          "reverse)");
     // Options of one training that a grid of them cannot share or does not have.
     const std::pair<bool, const char*> single[] = {{!c.checkpoint.empty(), "--checkpoint"},
                                                    {!c.best_checkpoint.empty(), "--best"},
@@ -375,8 +391,11 @@ Evaluation and selection
                         same network at lambda 0 (a second training per run), scored on the
                         source labels; choosing among DANN, CORAL and MCC on the 12 Amazon tasks
                         its choices averaged 77.01 % to IM's 73.95 % (docs/heads.md, "Per-task
-                        label-free choice")
-  --validators A,B      also compute these at each evaluation
+                        label-free choice"). With --sweep also ensv (ensemble validation, Hu et
+                        al. 2024): every training keeps its target predictions (4 x classes x
+                        --validator-rows bytes) and, once all have finished, scores its agreement
+                        with their ensemble's classes (docs/validators.md)
+  --validators A,B      also compute these at each evaluation (ensv: with --sweep)
   --validator-rows N    target rows the validators read at most (default 2000)
   --patience P          stop after P evaluations without improvement
   --restore-best        end with the selected model's weights

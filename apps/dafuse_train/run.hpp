@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -314,8 +315,9 @@ inline std::vector<std::string> curve_columns() {
   std::vector<std::string> c{
       "step", "label_loss", "domain_loss", "domain_accuracy", "lambda",
       "lr",   "grad_norm",  "loss_scale",  "source_accuracy", "target_accuracy (oracle)"};
+  // A validator that scores a set of trainings (ensv) has no value at one run's evaluation.
   for (const auto v : df::select::all_validators)
-    if (v != df::select::validator::source_accuracy)
+    if (v != df::select::validator::source_accuracy && !df::select::scores_a_set(v))
       c.push_back("validator " + std::string(df::select::name(v)));
   return c;
 }
@@ -396,7 +398,8 @@ class reporter final : public df::fit_callback {
       row[9] = e.target_accuracy;
       std::size_t column = 10;
       for (const auto v : df::select::all_validators)
-        if (v != df::select::validator::source_accuracy) row[column++] = e.score(v);
+        if (v != df::select::validator::source_accuracy && !df::select::scores_a_set(v))
+          row[column++] = e.score(v);
     }
     if (config_.quiet) return;
     if (terminal_) std::fprintf(stderr, "\r\033[K");
@@ -646,8 +649,10 @@ void write_json(const std::string& path,
          ", \"target_accuracy_oracle\": " + number(e.target_accuracy) +
          ", \"best\": " + (e.best ? "true" : "false") +
          ", \"scheduled\": " + (e.scheduled ? "true" : "false");
+    // source_accuracy is written above, once; ensv scores a sweep's trainings, never one run's
+    // evaluation.
     for (const auto v : df::select::all_validators)
-      if (v != df::select::validator::source_accuracy)  // written above, once
+      if (v != df::select::validator::source_accuracy && !df::select::scores_a_set(v))
         j += ", " + json_string(df::select::name(v)) + ": " + number(e.score(v));
     j += "}";
   }
@@ -680,6 +685,36 @@ inline std::string percent_std(double mean, double std) {
   return buf;
 }
 
+//! {"source_accuracy": null, "entropy": 0.41, ...}: every validator's score, null where not
+//! computed (a sweep_run's or sweep_configuration's `scores`).
+inline std::string scores_json(
+    const std::array<double, df::select::all_validators.size()>& scores) {
+  std::string j = "{";
+  for (const auto v : df::select::all_validators)
+    j += std::string(j.size() > 1 ? ", " : "") + json_string(df::select::name(v)) + ": " +
+         number(scores[std::size_t(v)]);
+  return j + "}";
+}
+
+//! What a sweep's trainings kept of their predictions (sweep_run::target_probabilities).
+struct kept_predictions {
+  long trainings = 0;  //!< trainings that kept them (not those that diverged)
+  long classes = 0, rows = 0;
+  std::uint64_t bytes = 0;  //!< all of them together
+};
+
+inline kept_predictions kept_of(const df::sweep_result& r) {
+  kept_predictions k;
+  for (const df::sweep_run& x : r.runs) {
+    if (x.target_probabilities.empty()) continue;
+    ++k.trainings;
+    k.classes = long(x.target_probabilities.classes);
+    k.rows = long(x.target_probabilities.rows);
+    k.bytes += x.target_probabilities.bytes();
+  }
+  return k;
+}
+
 //! Writes a sweep's configuration, plan, every training and both choices as one JSON object.
 inline void write_sweep_json(const std::string& path,
                              const config& c,
@@ -699,7 +734,10 @@ inline void write_sweep_json(const std::string& path,
        ", \"steps\": " + std::to_string(args.steps) + ", \"batch\": " + std::to_string(args.batch) +
        ", \"momentum\": " + number(args.momentum) +
        ", \"validation_fraction\": " + number(c.validation_fraction) +
-       ", \"validator\": " + json_string(chosen_by) + ", \"lambda_max\": [";
+       ", \"validator\": " + json_string(chosen_by) + ", \"validators\": [";
+  for (std::size_t i = 0; i < c.validators.size(); ++i)
+    j += (i ? ", " : "") + json_string(df::select::name(c.validators[i]));
+  j += "], \"validator_rows\": " + std::to_string(c.validator_rows) + ", \"lambda_max\": [";
   for (std::size_t i = 0; i < g.lambda_max.size(); ++i)
     j += (i ? ", " : "") + number(g.lambda_max[i]);
   j += "], \"lr\": [";
@@ -711,6 +749,15 @@ inline void write_sweep_json(const std::string& path,
   j += "  \"plan\": {\"concurrent\": " + std::to_string(r.plan.concurrent) +
        ", \"threads_per_training\": " + std::to_string(r.plan.threads) +
        ", \"processors\": " + std::to_string(r.plan.processors) + "},\n";
+  const kept_predictions kept = kept_of(r);
+  j += "  \"kept_predictions\": " +
+       (kept.trainings > 0 ? "{\"trainings\": " + std::to_string(kept.trainings) +
+                                 ", \"classes\": " + std::to_string(kept.classes) + ", \"rows\": " +
+                                 std::to_string(kept.rows) + ", \"bytes_per_training\": " +
+                                 std::to_string(kept.bytes / std::uint64_t(kept.trainings)) +
+                                 ", \"bytes\": " + std::to_string(kept.bytes) + "}"
+                           : std::string("null")) +
+       ",\n";
   const auto choice = [&](df::index_t at) -> std::string {
     if (at < 0) return "null";
     const df::sweep_configuration& x = r.configurations[std::size_t(at)];
@@ -729,6 +776,7 @@ inline void write_sweep_json(const std::string& path,
     const df::sweep_configuration& x = r.configurations[i];
     j += std::string(i ? ",\n    " : "\n    ") + "{\"lambda_max\": " + number(x.lambda_max) +
          ", \"lr\": " + number(x.lr) + ", \"score\": " + number(x.score) +
+         ", \"scores\": " + scores_json(x.scores) +
          ", \"target_accuracy_oracle\": " + number(x.target_accuracy) +
          ", \"target_accuracy_std\": " + number(x.target_accuracy_std) +
          ", \"target_test_accuracy\": " + number(x.test_accuracy) +
@@ -740,6 +788,7 @@ inline void write_sweep_json(const std::string& path,
     j += std::string(i ? ",\n    " : "\n    ") +
          "{\"configuration\": " + std::to_string(x.configuration) +
          ", \"seed\": " + std::to_string(x.seed) + ", \"score\": " + number(x.score) +
+         ", \"scores\": " + scores_json(x.scores) +
          ", \"target_accuracy_oracle\": " + number(x.target_accuracy) +
          ", \"target_test_accuracy\": " + number(x.test_accuracy) +
          ", \"seconds\": " + number(x.seconds) +
@@ -759,18 +808,12 @@ df::sweep_result reverse_sweep(const run_data<Data>& d,
                                const df::fit_args& base,
                                const df::sweep_grid& g,
                                const df::sweep_options& options) {
-  df::fit_options o = options.fit;
-  o.eval_every = base.steps;
-  o.selector = options.selector;
+  const df::fit_options o = df::sweep_fit_options(options, base.steps);
   return df::run_sweep(base, g, options, [&](const df::fit_args& args) {
     Step step(args);
-    const df::fit_result f = df::fit(step, d.source, d.target, o);
-    df::sweep_run run;
-    run.diverged = f.diverged;
-    run.seconds = f.seconds;
+    df::fit_result f = df::fit(step, d.source, d.target, o);
+    df::sweep_run run = df::sweep_run_of(f, options, base.steps);
     if (f.diverged) return run;
-    if (!f.evaluations.empty()) run.scores = f.evaluations.back().scores;
-    run.target_accuracy = f.target_accuracy;
     if (d.target_test) run.test_accuracy = df::accuracy(step, *d.target_test);
     df::fit_args reverse = args;
     reverse.lambda_max = 0;
@@ -863,12 +906,24 @@ int run_sweep_model(const config& c,
                    "dafuse-train: --threads %d is more than the %d processor(s) this "
                    "process may use: the trainings run one at a time, oversubscribed\n",
                    plan.threads, plan.processors);
-    o.on_run = [&](const df::sweep_run& r, df::index_t done, df::index_t total) {
+    if (df::keeps_predictions(o)) {
+      const long rows = std::min(c.validator_rows, long(df::detail::row_count(d.target)));
+      const long bytes = 4 * long(m.classes) * rows;
+      std::fprintf(stderr,
+                   "ensv: each training keeps its softmax outputs on %ld target rows (%ld "
+                   "bytes; %ld for the %ld trainings), scored against their ensemble once every "
+                   "training has finished\n",
+                   rows, bytes, bytes * long(g.runs()), long(g.runs()));
+    }
+    // EnsV's score is known only once every training has finished.
+    const bool score_later = !c.reverse_validation && df::select::scores_a_set(o.selector);
+    o.on_run = [&, score_later](const df::sweep_run& r, df::index_t done, df::index_t total) {
       std::fprintf(stderr,
                    "training %ld/%ld: lambda_max %s, lr %s, seed %llu: %s %s%s%s (%.2f s)\n",
                    long(done), long(total), number(r.lambda_max).c_str(), number(r.lr).c_str(),
                    static_cast<unsigned long long>(r.seed), chosen_by.c_str(),
-                   number(r.score).c_str(), r.diverged ? ", diverged" : "",
+                   score_later ? "after the last training" : number(r.score).c_str(),
+                   r.diverged ? ", diverged" : "",
                    std::isfinite(r.target_accuracy)
                        ? (", target acc (oracle) " + percent(r.target_accuracy)).c_str()
                        : "",
@@ -884,6 +939,14 @@ int run_sweep_model(const config& c,
   std::printf("sweep of model %s: %ld trainings in %.3f s, %d at a time on %d thread(s) each\n",
               std::string(m.name).c_str(), long(r.runs.size()), r.seconds, r.plan.concurrent,
               r.plan.threads);
+  if (df::keeps_predictions(o)) {
+    const kept_predictions kept = kept_of(r);
+    std::printf(
+        "ensv: the ensemble of %ld training(s)' predictions on %ld target rows (%llu bytes "
+        "kept); %ld left out (diverged or not finite)\n",
+        kept.trainings, kept.rows, static_cast<unsigned long long>(kept.bytes),
+        long(r.runs.size()) - kept.trainings);
+  }
   std::printf(
       "| lambda_max | lr | %s (label-free, mean of %zu seed(s)) | target accuracy (oracle) |%s\n",
       v.c_str(), g.seeds.size(), d.target_test ? " target test accuracy (oracle) |" : "");
@@ -934,7 +997,6 @@ int run_sweep_model(const config& c,
     write_sweep_json(c.json, c, m, args, g, r, d.target_test.has_value(), chosen_by);
   return r.selected >= 0 ? 0 : exit_diverged;
 }
-
 
 //! Loads, trains and reports one model of the registry: `Step` is its step type.
 template <class Step>

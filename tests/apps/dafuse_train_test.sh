@@ -23,7 +23,7 @@ expect 2 "--lambda-max: expected a finite number >= 0, found '-1'" -- --lambda-m
 expect 2 "--max-grad-norm: expected a finite number > 0, found '0'" -- --max-grad-norm 0
 expect 2 "--seed: expected a value after it" -- --seed
 expect 2 "--model: expected a model name" -- --source a.npy --target b.npy
-expect 2 "--validator: expected one of source_accuracy, entropy, im, snd, dev, pad, bnm, mano, found \"best\"" \
+expect 2 "--validator: expected one of source_accuracy, entropy, im, snd, dev, pad, bnm, mano, ensv, found \"best\"" \
   -- --validator best
 expect 2 "--validation-fraction: expected a fraction in [0, 1)" -- --model moons-dann \
   --source a.npy --target b.npy --validation-fraction 1
@@ -107,8 +107,8 @@ expect 2 "--sweep lambda_max: expected a finite number >= 0, found 'x'" -- --swe
 expect 2 "--sweep seeds: expected an integer >= 0, found '1.5'" -- --sweep seeds=1,1.5
 expect 2 "--sweep lr: expected distinct values, found 0.010 twice" -- --sweep lr=0.01,0.010
 expect 2 "--sweep lr: expected once, found a second list '0.1'" -- --sweep lr=0.01 --sweep lr=0.1
-expect 2 "--validator: expected with --sweep" -- --model digits-dann --source a.npy --target b.npy \
-  --sweep lr=0.01,0.03
+expect 2 "--validator: expected with --sweep (the label-free validator that chooses the configuration: source_accuracy, entropy, im, snd, dev, pad, bnm, mano, ensv or reverse)" \
+  -- --model digits-dann --source a.npy --target b.npy --sweep lr=0.01,0.03
 expect 2 "--checkpoint: not with --sweep" -- --model digits-dann --source a.npy --target b.npy \
   --sweep lr=0.01,0.03 --validator entropy --checkpoint x.ckpt
 expect 2 "--eval-every: not with --sweep" -- --model digits-dann --source a.npy --target b.npy \
@@ -157,6 +157,50 @@ for p in problems: print("FAIL: sweep JSON:", p)
 sys.exit(1 if problems else 0)
 PY
 fi
+# EnsV scores a grid's trainings against their ensemble once all have finished: refused without
+# --sweep (as selector or among --validators); with it, each run's score is its agreement with
+# the ensemble, a fraction of the kept rows, and the choice is the best mean over the seeds.
+expect 2 "--validator ensv: expected with --sweep (ensv scores each training of a grid by its agreement" \
+  -- --model digits-dann --source a.npy --target b.npy --validator ensv
+expect 2 "--validators ensv: expected with --sweep" -- --model digits-dann --source a.npy \
+  --target b.npy --validators entropy,ensv
+expect 0 "selected by ensv (label-free): lambda_max" -- --model digits-dann \
+  --source "$shipped/mnist_images.npy" --source-labels "$shipped/mnist_labels.npy" \
+  --target "$shipped/usps_images.npy" --target-labels "$shipped/usps_labels.npy" --steps 40 \
+  --validation-fraction 0 --validator ensv --validators im --sweep lambda_max=0.1,1 \
+  --sweep seeds=1,2 --quiet --json "$work/ensv.json"
+if command -v python3 >/dev/null; then
+  python3 - "$work/ensv.json" <<'PY' || failures=$((failures + 1))
+import json, sys
+j = json.load(open(sys.argv[1]))
+problems = []
+if j["selected_by"] != "ensv" or j["config"]["validator"] != "ensv": problems.append("name")
+kept = j["kept_predictions"]
+# The shipped USPS has 1800 rows (< --validator-rows 2000): 4 bytes x 10 classes x 1800 rows each.
+if kept != {"trainings": 4, "classes": 10, "rows": 1800, "bytes_per_training": 72000,
+            "bytes": 288000}: problems.append("kept predictions %r" % kept)
+for r in j["runs"]:
+    s = r["scores"]
+    if s["ensv"] != r["score"] or not 0 <= r["score"] <= 1: problems.append("run %r" % r)
+    if abs(r["score"] * 1800 - round(r["score"] * 1800)) > 1e-6: problems.append("not k/1800")
+    if s["im"] is None or s["entropy"] is not None: problems.append("scores %r" % s)
+for c in range(2):
+    runs = [r for r in j["runs"] if r["configuration"] == c]
+    mean = sum(r["score"] for r in runs) / len(runs)
+    conf = j["configurations"][c]
+    if abs(mean - conf["score"]) > 1e-9 or conf["scores"]["ensv"] != conf["score"]:
+        problems.append("mean of configuration %d" % c)
+best = max(range(2), key=lambda c: j["configurations"][c]["score"])  # the first of equals
+if j["selected"]["configuration"] != best: problems.append("the choice is not the best mean")
+for p in problems: print("FAIL: ensv sweep JSON:", p)
+sys.exit(1 if problems else 0)
+PY
+fi
+# A training that diverges is left out of the ensemble; the other is chosen.
+expect 0 "ensv: the ensemble of 1 training(s)' predictions on 1800 target rows (72000 bytes kept); 1 left out (diverged or not finite)" \
+  -- --model digits-dann --source "$shipped/mnist_images.npy" \
+  --source-labels "$shipped/mnist_labels.npy" --target "$shipped/usps_images.npy" --steps 100 \
+  --validation-fraction 0 --sweep lr=0.03,1e6 --validator ensv --quiet
 # Reverse validation chooses among a grid's configurations (a reverse training per run), not
 # among one run's evaluations; each run's score is a source accuracy in [0, 1].
 expect 2 "--validator reverse: expected with --sweep (reverse validation trains a reverse model" \

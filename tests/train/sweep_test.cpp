@@ -1,16 +1,23 @@
 // sweep: the plan never asks for more threads than processors, bad grids are refused by field,
 // the validator's choice and the oracle's are each the plain argmin/argmax of their means, at
 // most P trainings run at once on T threads each, and a parallel sweep of real trainings gives
-// the same numbers as a serial one and as plain fits.
+// the same numbers as a serial one and as plain fits. Kept predictions are each final model's on
+// the rows the validators read, the same rows for every training; EnsV as the selector is
+// select::ensemble_validation over them, leaving out diverged trainings; fit refuses it.
+#include <dafuse/data/split.hpp>
 #include <dafuse/head/dann.hpp>
+#include <dafuse/select/validators.hpp>
 #include <dafuse/train/sweep.hpp>
 
 #include "../check.hpp"
 #include "blobs.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cfloat>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <span>
 #include <stdexcept>
@@ -403,6 +410,241 @@ TEST_CASE("a sweep whose validator needs held-out source rows it lacks says so")
   const df::sweep_result r = df::sweep<dann_step>(s, t, base, {{0.f}, {0.01f}, {1}}, o);
   CHECK(r.selected == 0);
   CHECK(std::isfinite(r.configurations[0].score));
+}
+
+TEST_CASE("a sweep keeps each final model's predictions on the rows its validators read") {
+  const auto s = blobs(df::data::domain::source, 0, 120, 0),
+             t = blobs(df::data::domain::target, 0.6f, 90, 1);
+  const df::fit_args base{.steps = 60, .batch = 16, .lr = 0.05f, .momentum = 0.9f, .seed = 0};
+  const df::sweep_grid g{{0.f, 0.5f}, {0.05f}, {1, 2}};
+  using v = df::select::validator;
+  df::sweep_options o;
+  o.selector = v::information_maximization;
+  o.fit.validators = {};
+  o.fit.validator_rows = 40;  // fewer than the target's 90 rows: the validators read a sample
+  o.processors = 2;
+  CHECK_FALSE(df::keeps_predictions(o));
+  const df::sweep_result plain = df::sweep<dann_step>(s, t, base, g, o);
+  o.keep_predictions = true;
+  CHECK(df::keeps_predictions(o));
+  const df::sweep_result kept = df::sweep<dann_step>(s, t, base, g, o);
+  // The validators' rows: data::sample_rows, evenly spaced and drawn from nothing (it takes no
+  // seed), so every training of the grid reads the same ones.
+  const df::data::dataset rows = df::data::sample_rows(t, 40);
+  REQUIRE(rows.rows == 40);
+  for (df::index_t i = 0; i < 40; ++i)
+    for (df::index_t k = 0; k < 3; ++k)
+      CHECK(rows.features[std::size_t(i * 3 + k)] == t.features[std::size_t(i * 90 / 40 * 3 + k)]);
+  REQUIRE(kept.runs.size() == 4);
+  const df::test::thread_count one(1);  // the sweep's trainings ran on one thread each
+  for (std::size_t i = 0; i < kept.runs.size(); ++i) {
+    CAPTURE(i);
+    const df::sweep_run& run = kept.runs[i];
+    CHECK(plain.runs[i].target_probabilities.empty());  // kept only when asked
+    CHECK(run.score == plain.runs[i].score);  // keeping changes nothing a training computes
+    const df::class_probabilities& p = run.target_probabilities;
+    CHECK(p.classes == 2);
+    CHECK(p.rows == 40);
+    CHECK(p.bytes() == 4 * 2 * 40);
+    // The plain reference: the run's training by hand, then its final model's inference on
+    // those rows. Bitwise: the same weights (one thread, as in the sweep), the same rows, and
+    // the host executor's infer_chunk, which writes each column's softmax from the same logits,
+    // chunk by chunk of eval_chunk rows, whatever else the inference asks for (the evaluation
+    // also asks for the features).
+    df::fit_args args = base;
+    args.lambda_max = run.lambda_max;
+    args.lr = run.lr;
+    args.seed = run.seed;
+    df::fit_options fo;
+    fo.eval_every = base.steps;
+    fo.selector = o.selector;
+    fo.validators = {};
+    fo.validator_rows = 40;
+    dann_step step(args);
+    const df::fit_result f = df::fit(step, s, t, fo);
+    CHECK(f.target_probabilities.empty());  // fit keeps none unless asked
+    std::vector<float> expected(2 * 40);
+    step.infer(rows.features.data(), rows.rows, {.probabilities = expected.data()});
+    CHECK(p.values == expected);
+    fo.keep_target_probabilities = true;
+    dann_step again(args);
+    const df::fit_result k = df::fit(again, s, t, fo);
+    CHECK(k.target_probabilities.values == expected);
+    CHECK(k.target_probabilities.classes == 2);
+    CHECK(k.target_probabilities.rows == 40);
+  }
+  CHECK(kept.runs[0].target_probabilities.values != kept.runs[2].target_probabilities.values);
+}
+
+TEST_CASE("EnsV chooses by select::ensemble_validation over the kept predictions, seeds averaged") {
+  const auto s = blobs(df::data::domain::source, 0, 120, 0),
+             t = blobs(df::data::domain::target, 0.6f, 90, 1);
+  const df::fit_args base{.steps = 60, .batch = 16, .lr = 0.05f, .momentum = 0.9f, .seed = 0};
+  const df::sweep_grid g{{0.f, 0.5f, 2.f}, {0.02f, 0.1f}, {1, 2}};
+  using v = df::select::validator;
+  df::sweep_options o;
+  o.selector = v::ensv;
+  o.fit.validators = {v::information_maximization};
+  o.fit.validator_rows = 40;
+  o.processors = 2;
+  CHECK(df::keeps_predictions(o));  // on for the selector that needs them
+  const df::sweep_result r = df::sweep<dann_step>(s, t, base, g, o);
+  CHECK(r.selected_by == v::ensv);
+  REQUIRE(r.runs.size() == 12);
+  std::vector<df::matrix_view<const float>> views;
+  for (const df::sweep_run& run : r.runs) {
+    REQUIRE(run.target_probabilities.rows == 40);
+    views.push_back(run.target_probabilities.view());
+  }
+  // The plain reference: ensemble_validation over every training's kept predictions in grid
+  // order, and the same agreement counted by hand from the ensemble's pseudo-labels. Bitwise:
+  // run_sweep calls the same function on the same views in the same order, and the count by
+  // hand divides the same integers.
+  const std::vector<double> expected = df::select::ensemble_validation(views);
+  const std::vector<std::int32_t> labels = df::select::ensemble_pseudo_labels(views);
+  for (std::size_t i = 0; i < r.runs.size(); ++i) {
+    CAPTURE(i);
+    const df::sweep_run& run = r.runs[i];
+    CHECK(run.scores[std::size_t(v::ensv)] == expected[i]);
+    CHECK(run.score == expected[i]);
+    std::size_t agree = 0;
+    for (df::index_t j = 0; j < 40; ++j) {
+      const float* p = views[i].data + j * 2;
+      agree += std::int32_t(std::max_element(p, p + 2) - p) == labels[std::size_t(j)];
+    }
+    CHECK(expected[i] == double(agree) / 40.0);
+    CHECK(std::isfinite(run.scores[std::size_t(v::information_maximization)]));
+    // Each training's own evaluation selects by entropy, which is not reported unasked.
+    CHECK(std::isnan(run.scores[std::size_t(v::entropy)]));
+  }
+  // A configuration's score is the mean over its seeds: a sum of 2 terms then one division, so
+  // within 2·ε relative of the mean by hand; the highest mean is chosen, the first on ties.
+  df::index_t best = -1;
+  double best_mean = 0;
+  for (std::size_t c = 0; c < r.configurations.size(); ++c) {
+    const double mean = (expected[2 * c] + expected[2 * c + 1]) / 2;
+    CHECK(r.configurations[c].score == doctest::Approx(mean).epsilon(2 * DBL_EPSILON));
+    CHECK(r.configurations[c].scores[std::size_t(v::ensv)] == r.configurations[c].score);
+    if (best < 0 || mean > best_mean) {
+      best = df::index_t(c);
+      best_mean = mean;
+    }
+  }
+  CHECK(r.selected == best);
+  CHECK(df::best_by(r.configurations, v::ensv) == best);
+  // As one of the validators besides another selector, the same scores.
+  o.selector = v::information_maximization;
+  o.fit.validators = {v::ensv};
+  const df::sweep_result beside = df::sweep<dann_step>(s, t, base, g, o);
+  for (std::size_t i = 0; i < r.runs.size(); ++i)
+    CHECK(beside.runs[i].scores[std::size_t(v::ensv)] == expected[i]);
+  CHECK(df::best_by(beside.configurations, v::ensv) == best);
+}
+
+namespace {
+// Predictions [3 classes, 6 rows]: `confidence` on each row's label, the rest shared.
+df::class_probabilities confident(const std::vector<std::int32_t>& labels, float confidence) {
+  df::class_probabilities p{3, 6, std::vector<float>(18, (1 - confidence) / 2)};
+  for (std::size_t j = 0; j < 6; ++j) p.values[j * 3 + std::size_t(labels[j])] = confidence;
+  return p;
+}
+}  // namespace
+
+TEST_CASE("EnsV leaves diverged trainings and non-finite predictions out of the ensemble") {
+  using v = df::select::validator;
+  const std::vector<std::int32_t> a{0, 0, 1, 1, 2, 2}, b{0, 1, 1, 1, 2, 0}, d{2, 2, 2, 2, 2, 2};
+  // Configuration λ 0: seed 2 diverged (its predictions, one class everywhere, must not count);
+  // λ 2: seed 1's predictions are NaN; λ 1 and 3 are whole.
+  const df::sweep_grid g{{0.f, 1.f, 2.f, 3.f}, {0.01f}, {1, 2}};
+  const auto train = [&](const df::fit_args& x) {
+    df::sweep_run run;
+    const bool second = x.seed == 2;
+    if (x.lambda_max == 0.f) {
+      run.target_probabilities = second ? confident(d, 1.f) : confident(a, 0.8f);
+      run.diverged = second;
+    } else if (x.lambda_max == 1.f) {
+      run.target_probabilities = second ? confident(b, 0.9f) : confident(a, 0.8f);
+    } else if (x.lambda_max == 2.f) {
+      run.target_probabilities = confident(a, 0.8f);
+      if (!second) run.target_probabilities.values[4] = std::numeric_limits<float>::quiet_NaN();
+    } else {
+      run.target_probabilities = confident(b, 0.9f);
+    }
+    return run;
+  };
+  df::sweep_options o;
+  o.selector = v::ensv;
+  o.processors = 2;
+  const df::sweep_result r = df::run_sweep({}, g, o, train);
+  // The reference: ensemble_validation over the six runs left in (0, 2, 3, 5, 6, 7).
+  std::vector<df::class_probabilities> in;
+  for (const std::size_t i : {0, 2, 3, 5, 6, 7}) in.push_back(r.runs[i].target_probabilities);
+  std::vector<df::matrix_view<const float>> views;
+  for (const auto& p : in) views.push_back(p.view());
+  const std::vector<double> expected = df::select::ensemble_validation(views);
+  const std::size_t left_in[] = {0, 2, 3, 5, 6, 7};
+  for (std::size_t k = 0; k < 6; ++k) CHECK(r.runs[left_in[k]].score == expected[k]);
+  CHECK(std::isnan(r.runs[1].score));  // diverged
+  CHECK(std::isnan(r.runs[4].score));  // NaN predictions
+  // B's rows are the more confident: the ensemble follows B, so B scores 1 and A 4/6.
+  CHECK(expected == std::vector<double>{4 / 6.0, 4 / 6.0, 1, 4 / 6.0, 1, 1});
+  // Counted in, the diverged run's one-class predictions would change the pseudo-labels.
+  views.insert(views.begin() + 1, r.runs[1].target_probabilities.view());
+  CHECK(df::select::ensemble_pseudo_labels(views) != std::vector<std::int32_t>(b));
+  // A configuration with a left-out run scores NaN and is never chosen: λ 3 (1) beats λ 1 (5/6).
+  CHECK(std::isnan(r.configurations[0].score));
+  CHECK(std::isnan(r.configurations[2].score));
+  CHECK(r.selected == 3);
+  // Nothing kept at all: every score NaN, nothing chosen.
+  const df::sweep_result none =
+      df::run_sweep({}, g, o, [](const df::fit_args&) { return df::sweep_run{}; });
+  CHECK(none.selected == -1);
+  // Predictions of another shape (other rows) are refused, naming the run.
+  std::vector<df::sweep_run> runs(2);
+  runs[0].target_probabilities = confident(a, 0.8f);
+  runs[1].target_probabilities = {3, 5, std::vector<float>(15, 1.f / 3)};
+  CHECK_THROWS_WITH_AS(df::score_ensemble(runs),
+                       "dafuse: score_ensemble: runs[1].target_probabilities: expected 3 classes x "
+                       "6 rows, the shape of runs[0].target_probabilities (every training's "
+                       "predictions on the same target rows), found 3 classes x 5 rows",
+                       df::error);
+}
+
+TEST_CASE("EnsV outside a sweep is refused, naming the field and what was expected") {
+  const auto s = blobs(df::data::domain::source, 0, 60, 0),
+             t = blobs(df::data::domain::target, 0.6f, 40, 1);
+  const df::fit_args base{.steps = 10, .batch = 8, .lr = 0.05f, .seed = 0};
+  using v = df::select::validator;
+  df::fit_options o;
+  o.eval_every = 5;
+  o.selector = v::ensv;
+  dann_step step(base);
+  CHECK_THROWS_WITH_AS(df::fit(step, s, t, o),
+                       "dafuse: fit_options: selector: expected a validator that scores one "
+                       "model (ensv scores a sweep's trainings against their ensemble once all "
+                       "have finished: choose by it with dafuse::sweep and "
+                       "sweep_options::selector), found ensv",
+                       df::error);
+  o.eval_every = 0;  // without evaluations too: nothing fit does could honour it
+  CHECK_THROWS_WITH_AS(df::fit(step, s, t, o), doctest::Contains("selector: expected a validator"),
+                       df::error);
+  o.selector = v::entropy;
+  o.eval_every = 5;
+  o.validators = {v::entropy, v::ensv};
+  CHECK_THROWS_WITH_AS(df::fit(step, s, t, o),
+                       doctest::Contains("fit_options: validators: expected a validator that "
+                                         "scores one model (ensv scores"),
+                       df::error);
+  CHECK(step.step_index() == 0);  // refused before the first step
+  // A sweep's trainings get fit options without it, and keep the predictions it reads.
+  df::sweep_options so;
+  so.selector = v::ensv;
+  so.fit.validators = {v::ensv, v::bnm};
+  const df::fit_options f = df::sweep_fit_options(so, 10);
+  CHECK(f.selector == v::entropy);
+  CHECK(f.validators == std::vector<v>{v::bnm});
+  CHECK(f.keep_target_probabilities);
+  CHECK(f.eval_every == 10);
 }
 
 }  // namespace train_sweep_test

@@ -11,10 +11,11 @@
 
 namespace dafuse::select {
 
-//! The validators a model-selection loop can rank checkpoints by. None reads target labels:
+//! The validators a model-selection loop can rank candidates by. None reads target labels:
 //! selection with target labels is "oracle" selection and the caller reports it separately.
-//! Each scores one model; EnsV, which scores a set of candidates against their ensemble, is a
-//! function of the candidates' stored predictions (select::ensemble_validation), not an entry.
+//! Each scores one model, except ensv, which scores a set of candidates against their ensemble
+//! (scores_a_set): a sweep computes it over its trainings' kept predictions once they have all
+//! finished; fit, which ranks one run's checkpoints, refuses it.
 enum class validator {
   source_accuracy,           //!< accuracy on held-out source samples (the caller computes it)
   entropy,                   //!< mean_entropy of target predictions
@@ -24,20 +25,22 @@ enum class validator {
   pad,                       //!< proxy_a_distance of source and target features
   bnm,                       //!< batch_nuclear_norm of target predictions
   mano,                      //!< mano of target predictions (its softmax form, on probabilities)
+  ensv,  //!< ensemble_validation over a sweep's trainings (their agreement with the ensemble)
 };
 
 //! Every validator, in declaration order.
-inline constexpr std::array<validator, 8> all_validators{validator::source_accuracy,
+inline constexpr std::array<validator, 9> all_validators{validator::source_accuracy,
                                                          validator::entropy,
                                                          validator::information_maximization,
                                                          validator::snd,
                                                          validator::dev,
                                                          validator::pad,
                                                          validator::bnm,
-                                                         validator::mano};
+                                                         validator::mano,
+                                                         validator::ensv};
 
 //! Short lowercase name: "source_accuracy", "entropy", "im", "snd", "dev", "pad", "bnm",
-//! "mano".
+//! "mano", "ensv".
 constexpr std::string_view name(validator v) noexcept {
   switch (v) {
     case validator::source_accuracy:
@@ -56,6 +59,8 @@ constexpr std::string_view name(validator v) noexcept {
       return "bnm";
     case validator::mano:
       return "mano";
+    case validator::ensv:
+      return "ensv";
   }
   return "unknown";
 }
@@ -71,11 +76,19 @@ inline validator parse_validator(std::string_view text, std::string_view field =
   fail("select::parse_validator", field, valid, "\"" + std::string(text) + "\"");
 }
 
-//! Whether a larger value means a better model: source_accuracy, im, snd, bnm and mano rise with
-//! quality; entropy, dev (a risk) and pad (a distance) fall.
+//! Whether a larger value means a better model: source_accuracy, im, snd, bnm, mano and ensv (an
+//! agreement) rise with quality; entropy, dev (a risk) and pad (a distance) fall.
 constexpr bool higher_is_better(validator v) noexcept {
   return v == validator::source_accuracy || v == validator::information_maximization ||
-         v == validator::snd || v == validator::bnm || v == validator::mano;
+         v == validator::snd || v == validator::bnm || v == validator::mano || v == validator::ensv;
+}
+
+//! Whether the validator scores a set of candidates against one another rather than one model:
+//! true for ensv only (each candidate's score depends on every other's predictions). A sweep
+//! computes it once all its trainings have finished; fit's selection among one run's
+//! checkpoints cannot, and refuses it.
+constexpr bool scores_a_set(validator v) noexcept {
+  return v == validator::ensv;
 }
 
 //! Whether the validator reads target labels: false for every one (they are all label-free).

@@ -4,6 +4,7 @@
 //! stopping, checkpoints, callbacks and profiling.
 #pragma once
 #include <dafuse/config.hpp>
+#include <dafuse/core/buffer.hpp>
 #include <dafuse/core/crc32.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/profiler.hpp>
@@ -56,6 +57,18 @@ struct evaluation {
   double score(select::validator v) const { return scores[std::size_t(v)]; }
 };
 
+//! A model's softmax probabilities on some target rows, column-major [classes, rows] (one row's
+//! distribution per contiguous column, the layout of the validators' inputs): what
+//! fit_options::keep_target_probabilities keeps, 4·classes·rows bytes.
+struct class_probabilities {
+  index_t classes = 0, rows = 0;
+  std::vector<float> values;  //!< [classes, rows]
+
+  bool empty() const { return values.empty(); }
+  std::size_t bytes() const { return values.size() * sizeof(float); }
+  matrix_view<const float> view() const { return {values.data(), classes, rows}; }
+};
+
 //! What `fit` returns.
 struct fit_result {
   double target_accuracy = std::numeric_limits<double>::quiet_NaN();  //!< NaN without labels
@@ -87,6 +100,10 @@ struct fit_result {
   bool diverged = false;
   index_t diverged_at = -1;
   std::string divergence;  //!< "training diverged at step k (…)"; empty when it did not
+  //! With fit_options::keep_target_probabilities, the last evaluation's target probabilities:
+  //! those its validators read, on the rows fit_options::validator_rows picks (see there), finite
+  //! or not (evaluation::finite_outputs says). Empty without the option or an evaluation.
+  class_probabilities target_probabilities;
 };
 
 //! Hooks into the loop for users' own logging and control; every member has a no-op default.
@@ -121,8 +138,14 @@ struct fit_options {
                                             select::validator::entropy,
                                             select::validator::information_maximization};
   //! Target rows the validators read at most, evenly spaced (SND is quadratic in them; the
-  //! target accuracy always uses every row).
+  //! target accuracy always uses every row): data::sample_rows(target, validator_rows), which
+  //! draws nothing at random, so every fit on one target with one validator_rows reads the same
+  //! rows, whatever its seed.
   index_t validator_rows = 2000;
+  //! Keep the target probabilities each evaluation's validators read; the last evaluation's are
+  //! returned in fit_result::target_probabilities (4·classes·min(validator_rows, target rows)
+  //! bytes). What a sweep's ensemble validation reads (sweep_options::keep_predictions).
+  bool keep_target_probabilities = false;
   //! Stop after this many evaluations without a better selection score (0: never).
   index_t patience = 0;
   //! When the run ends, put the best evaluated model's weights into the step.
@@ -232,6 +255,11 @@ class evaluator {
       validation_features_.resize(std::size_t(n * Step::feature_width));
       validation_losses_.resize(std::size_t(n));
     }
+  }
+
+  //! The target probabilities of the last evaluate() (zeros before the first).
+  class_probabilities target_probabilities() const {
+    return {Step::class_count, row_count(*target_sample_), target_probabilities_};
   }
 
   evaluation evaluate(Step& step, index_t at) {
@@ -368,6 +396,18 @@ fit_result train_loop(Step& step,
   if (o.max_skipped_in_a_row < 0)
     fail("fit_options", "max_skipped_in_a_row", "a step count >= 0",
          std::to_string(o.max_skipped_in_a_row));
+  // EnsV ranks a set of candidates by their agreement with the set's ensemble: one run's
+  // checkpoints, evaluated one at a time as the run goes, are not such a set.
+  const auto refuse_set_validator = [](std::string_view field, select::validator v) {
+    if (select::scores_a_set(v))
+      fail("fit_options", field,
+           "a validator that scores one model (" + std::string(select::name(v)) +
+               " scores a sweep's trainings against their ensemble once all have finished: "
+               "choose by it with dafuse::sweep and sweep_options::selector)",
+           std::string(select::name(v)));
+  };
+  refuse_set_validator("selector", o.selector);
+  for (const select::validator v : o.validators) refuse_set_validator("validators", v);
   if ((o.patience > 0 || o.restore_best || !o.best_checkpoint.empty()) && o.eval_every == 0)
     fail("fit_options", "eval_every",
          "a step count > 0 (patience, restore_best and best_checkpoint need evaluations)", "0");
@@ -509,6 +549,9 @@ fit_result train_loop(Step& step,
     }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if constexpr (Options)
+    if (o.keep_target_probabilities && !r.evaluations.empty())
+      r.target_probabilities = scorer->target_probabilities();
   step.set_profiler(nullptr);
   r.data_wait_seconds = batches.wait_seconds();
   r.best_step = index_t(position.best_step);

@@ -12,13 +12,21 @@
 //! has them, are read only to report accuracies and the oracle choice, which is what a user with
 //! target labels would pick: an upper bound on any selector, not a result without them.
 //!
+//! A sweep can keep each training's target predictions (sweep_options::keep_predictions): the
+//! final model's softmax probabilities on the target rows its validators read, the same rows for
+//! every training (fit_options::validator_rows). The validator ensv needs them: it scores the
+//! set of trainings, not one model, so it is computed once every training has finished
+//! (score_ensemble), each training's score being its agreement with the ensemble of all of them.
+//!
 //! Parallelism: P trainings at once, each on T OpenMP threads, with P·T at most the processors
 //! this process may use (sweep_plan). Each training is the same computation whichever worker
 //! runs it and whenever, so a sweep's results depend on T but not on P.
 #pragma once
 #include <dafuse/config.hpp>
+#include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/select/validator.hpp>
+#include <dafuse/select/validators.hpp>
 #include <dafuse/train/fit.hpp>
 
 #include <algorithm>
@@ -159,6 +167,11 @@ struct sweep_run {
   double test_accuracy = std::numeric_limits<double>::quiet_NaN();
   double seconds = 0;  //!< the training's wall time (fit_result::seconds)
   bool diverged = false;
+  //! When the sweep keeps them (sweep_options::keep_predictions): the final model's softmax
+  //! probabilities on the target rows its validators read, [classes, rows] floats, 4·classes·rows
+  //! bytes. Empty otherwise, and for a training that diverged or whose outputs were not finite
+  //! (those are left out of ensv's ensemble).
+  class_probabilities target_probabilities;
 
   static constexpr std::array<double, select::all_validators.size()> nan_scores() {
     std::array<double, select::all_validators.size()> a{};
@@ -206,12 +219,23 @@ struct sweep_options {
   int threads_per_run = 0;  //!< T (0: 1)
   int max_concurrent = 0;   //!< an upper bound on P (0: none)
   int processors = 0;       //!< the processors to plan for (0: usable_processors())
+  //! Keep every training's target predictions in sweep_run::target_probabilities: 4·classes·rows
+  //! bytes a training, rows = min(fit.validator_rows, target rows), held until the result goes
+  //! (docs/validators.md, "EnsV as a sweep's selector", has the figures). Turned on, whatever
+  //! this says, when ensv is the selector or among fit.validators (keeps_predictions).
+  bool keep_predictions = false;
   //! Called after each training, on the worker that ran it, one call at a time: `done` of
   //! `total` trainings have finished.
   std::function<void(const sweep_run&, index_t done, index_t total)> on_run{};
 };
 
 namespace detail {
+
+//! Whether the sweep computes `v`: the selector, or one of fit.validators.
+inline bool wants(const sweep_options& o, select::validator v) {
+  return o.selector == v ||
+         std::find(o.fit.validators.begin(), o.fit.validators.end(), v) != o.fit.validators.end();
+}
 
 //! Mean and sample standard deviation of `v` (NaN if any value is).
 inline std::pair<double, double> mean_std(const std::vector<double>& v) {
@@ -265,6 +289,57 @@ inline void summarize_sweep(const sweep_grid& g, sweep_result& r) {
 
 }  // namespace detail
 
+//! Whether a sweep with options `o` keeps its trainings' target predictions: when asked to, or
+//! when a validator that scores the set of trainings (ensv) is its selector or among
+//! fit.validators.
+inline bool keeps_predictions(const sweep_options& o) {
+  if (o.keep_predictions) return true;
+  for (const select::validator v : select::all_validators)
+    if (select::scores_a_set(v) && detail::wants(o, v)) return true;
+  return false;
+}
+
+//! Ensemble validation over a sweep's trainings: sets each run's scores[ensv] to
+//! select::ensemble_validation over the kept predictions of every run that has them, in the
+//! runs' order; NaN for a run left out: one that diverged, kept none, or kept a non-finite value.
+//! Every run scored is scored against the same ensemble, so adding or removing a training
+//! changes every score. Runs of several sweeps on one target (different heads), concatenated,
+//! may be scored together. The kept predictions must all have one shape (the same rows: one
+//! target and one validator_rows); a run's that differs is refused, naming it.
+inline void score_ensemble(std::span<sweep_run> runs) {
+  constexpr auto ensv = std::size_t(select::validator::ensv);
+  const auto shape = [](const class_probabilities& p) {
+    return std::to_string(p.classes) + " classes x " + std::to_string(p.rows) + " rows";
+  };
+  const auto field = [](std::size_t i) {
+    return "runs[" + std::to_string(i) + "].target_probabilities";
+  };
+  std::vector<matrix_view<const float>> candidates;
+  std::vector<std::size_t> scored;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    sweep_run& run = runs[i];
+    run.scores[ensv] = std::numeric_limits<double>::quiet_NaN();
+    const class_probabilities& p = run.target_probabilities;
+    const bool finite =
+        std::all_of(p.values.begin(), p.values.end(), [](float x) { return std::isfinite(x); });
+    if (run.diverged || p.empty() || !finite) continue;
+    if (p.classes < 1 || p.rows < 1 || p.values.size() != std::size_t(p.classes * p.rows))
+      fail("score_ensemble", field(i), "classes x rows values, both at least 1",
+           std::to_string(p.values.size()) + " values for " + shape(p));
+    const class_probabilities& first = runs[scored.empty() ? i : scored[0]].target_probabilities;
+    if (p.classes != first.classes || p.rows != first.rows)
+      fail("score_ensemble", field(i),
+           shape(first) + ", the shape of " + field(scored[0]) +
+               " (every training's predictions on the same target rows)",
+           shape(p));
+    candidates.push_back(p.view());
+    scored.push_back(i);
+  }
+  if (candidates.empty()) return;
+  const std::vector<double> s = select::ensemble_validation(candidates);
+  for (std::size_t k = 0; k < scored.size(); ++k) runs[scored[k]].scores[ensv] = s[k];
+}
+
 //! The configuration whose mean score under `v` (sweep_configuration::scores) is best for v's
 //! direction; -1 when every one is NaN; ties go to the first. Lets one sweep (or the
 //! configurations of several, concatenated: different heads on one task) be judged by each
@@ -285,6 +360,9 @@ inline index_t best_by(std::span<const sweep_configuration> configurations, sele
 //! accuracies, seconds and diverged; it is called from P threads at once, each with
 //! omp_set_num_threads(T) done, and must be safe to call so. The first exception a training throws
 //! stops the handing out of new ones and is rethrown once the running ones have finished.
+//! Once every training has finished, a validator that scores the set of them (ensv), when it is
+//! the selector or among o.fit.validators, is computed by score_ensemble from the predictions
+//! the runs kept; as selector, it is each run's `score`.
 template <class Train>
 sweep_result run_sweep(const fit_args& base,
                        const sweep_grid& g,
@@ -318,12 +396,12 @@ sweep_result run_sweep(const fit_args& base,
       args.lr = g.lr[std::size_t(c) % g.lr.size()];
       args.seed = g.seeds[std::size_t(i % seeds)];
       try {
-        sweep_run run = train(static_cast<const fit_args&>(args));
+        sweep_run& run = r.runs[std::size_t(i)];  // this worker's alone
+        run = train(static_cast<const fit_args&>(args));
         run.configuration = c;
         run.lambda_max = args.lambda_max;
         run.lr = args.lr;
         run.seed = args.seed;
-        r.runs[std::size_t(i)] = run;
         const std::lock_guard<std::mutex> lock(report);
         ++done;
         if (o.on_run) o.on_run(run, done, total);
@@ -347,25 +425,28 @@ sweep_result run_sweep(const fit_args& base,
   }
   for (std::thread& w : workers) w.join();
   if (error) std::rethrow_exception(error);
+  if (detail::wants(o, select::validator::ensv)) score_ensemble(r.runs);
+  if (select::scores_a_set(o.selector))
+    for (sweep_run& run : r.runs) run.score = run.scores[std::size_t(o.selector)];
   detail::summarize_sweep(g, r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
 
-//! Sweeps `Step` over grid `g` on `source` and `target` (and a labelled `target_test`, when not
-//! null, scored with each training's final model, never trained on): each training is
-//! `fit(Step(args), source, target, options)` with one evaluation, at its last step, whose
-//! selector score is the run's score. See run_sweep for the parallelism and the choice.
-template <class Step, class Data>
-sweep_result sweep(const Data& source,
-                   const Data& target,
-                   const Data* target_test,
-                   const fit_args& base,
-                   const sweep_grid& g,
-                   const sweep_options& options) {
+//! The fit options of each training of a sweep with options `options` and `steps` steps: one
+//! evaluation, at the last step; nothing that trainings at once cannot share (checkpoints,
+//! resume, callbacks, profiler) nor anything that changes the model a training ends with
+//! (restore_best, patience). A validator that scores the set of trainings (ensv) is the sweep's
+//! to compute, not fit's: it leaves fit's validators, and when it is the selector each training's
+//! own evaluation selects by entropy (which needs nothing but the target rows; its score is not
+//! reported unless asked for), keeping the target probabilities ensv reads.
+inline fit_options sweep_fit_options(const sweep_options& options, index_t steps) {
   fit_options o = options.fit;
-  o.eval_every = base.steps;
-  o.selector = options.selector;
+  o.eval_every = steps;
+  o.selector =
+      select::scores_a_set(options.selector) ? select::validator::entropy : options.selector;
+  std::erase_if(o.validators, [](select::validator v) { return select::scores_a_set(v); });
+  o.keep_target_probabilities = keeps_predictions(options);
   o.patience = 0;
   o.restore_best = false;
   o.checkpoint.clear();
@@ -374,20 +455,49 @@ sweep_result sweep(const Data& source,
   o.resume.clear();
   o.callbacks.clear();
   o.profile = nullptr;
+  return o;
+}
+
+//! A sweep's record of one training that fit (with sweep_fit_options(options, steps)) returned
+//! as `f`: divergence, wall time, target accuracy (when labelled), and, from its evaluation at
+//! step `steps`, the scores the sweep asks for (the selector's is `score`; a set's, ensv, is NaN
+//! until run_sweep computes it) and the kept predictions, moved out of `f`, when its outputs
+//! were finite. Not the test accuracy: the caller scores its own test set.
+inline sweep_run sweep_run_of(fit_result& f, const sweep_options& options, index_t steps) {
+  sweep_run run;
+  run.diverged = f.diverged;
+  run.seconds = f.seconds;
+  if (f.diverged) return run;
+  run.target_accuracy = f.target_accuracy;
+  if (f.evaluations.empty() || f.evaluations.back().step != steps) return run;
+  const evaluation& e = f.evaluations.back();
+  for (const select::validator v : select::all_validators)
+    if (detail::wants(options, v) && !select::scores_a_set(v))
+      run.scores[std::size_t(v)] = e.score(v);
+  if (!select::scores_a_set(options.selector)) run.score = e.selection_score;
+  if (keeps_predictions(options) && e.finite_outputs)
+    run.target_probabilities = std::move(f.target_probabilities);
+  return run;
+}
+
+//! Sweeps `Step` over grid `g` on `source` and `target` (and a labelled `target_test`, when not
+//! null, scored with each training's final model, never trained on): each training is
+//! `fit(Step(args), source, target, sweep_fit_options(options, base.steps))`, one evaluation
+//! at its last step, whose selector score is the run's score. See run_sweep for the
+//! parallelism and the choice.
+template <class Step, class Data>
+sweep_result sweep(const Data& source,
+                   const Data& target,
+                   const Data* target_test,
+                   const fit_args& base,
+                   const sweep_grid& g,
+                   const sweep_options& options) {
+  const fit_options o = sweep_fit_options(options, base.steps);
   return run_sweep(base, g, options, [&](const fit_args& args) {
     Step step(args);
-    const fit_result f = fit(step, source, target, o);
-    sweep_run run;
-    run.diverged = f.diverged;
-    run.seconds = f.seconds;
-    if (!f.diverged && !f.evaluations.empty() && f.evaluations.back().step == base.steps) {
-      run.score = f.evaluations.back().selection_score;
-      run.scores = f.evaluations.back().scores;
-    }
-    if (!f.diverged) {
-      run.target_accuracy = f.target_accuracy;
-      if (target_test) run.test_accuracy = accuracy(step, *target_test);
-    }
+    fit_result f = fit(step, source, target, o);
+    sweep_run run = sweep_run_of(f, options, base.steps);
+    if (!f.diverged && target_test) run.test_accuracy = accuracy(step, *target_test);
     return run;
   });
 }
