@@ -19,11 +19,15 @@
 //!                                        optimizer state (every system)
 //!   parameters(), gradients(), optimizer_state()     spans of them (host systems only)
 //!   memory_bytes()
-//!   run(phases)                          runs `phases()` with the executor's threads held
-//!   prepare_batch()                      checks the batch and readies it and the weights
-//!   forward<M>(cols), backward<M>(cols, input_scale, accumulate) -> ‖∂L/∂θ_M‖²
-//!   label_loss(scale), domain_loss(scale, source_cols)
-//!   update(modules, clip_limit, step_index)
+//!   queue_step(rules, phases)            one training step: begin_step, phases(exec, weights, S,
+//!                                        profiler), decide_step, the update
+//!                                        (backend/step_control.hpp); run at once on a host,
+//!                                        queued on a device
+//!   queue_gradients(rules, λ, phases)    the same without the update: compute_gradients
+//!   report(), position(), set_position(step, scale), norms(), tallies(), set_profiler(p)
+//!   prepare_batch(), prepare_weights()   the batch checked and readied, and the weights
+//!   forward<M>(), backward<M>(input_scale, accumulate) -> ‖∂L/∂θ_M‖²
+//!   label_loss(scale), domain_loss(scale), head_view()
 //!   infer(rows, n, inference) / infer(sparse rows, inference)
 #pragma once
 #include <dafuse/config.hpp>

@@ -145,12 +145,6 @@ struct combine : defaults {
     write_term_weights(a, now, w.data());
     return w;
   }
-  //! Each term's weight when every term's λ is `lambda`: r_i·λ.
-  static std::array<double, term_count> uniform_weights(double lambda) {
-    std::array<double, term_count> w{};
-    write_uniform_weights(lambda, w.data());
-    return w;
-  }
   //! The sum of the terms' weights (the report's λ).
   DAFUSE_HOST_DEVICE static double weight(const fit_args& a, progress now) {
     return (0.0 + ... +

@@ -177,24 +177,6 @@ DAFUSE_HOST_DEVICE void write_backward_weights(const fit_args& a,
   }
 }
 
-//! What the step hands head H's backward at `now`: λ = H::weight(args, now), or, for a head that
-//! weights several terms, each term's weight (H::term_weights).
-template <class H>
-auto backward_weights(const fit_args& a, progress now) {
-  if constexpr (weights_terms<H>)
-    return H::term_weights(a, now);
-  else
-    return H::weight(a, now);
-}
-//! The same when the caller fixes λ (train_step::compute_gradients): each term's λ is `lambda`.
-template <class H>
-auto backward_weights(double lambda) {
-  if constexpr (weights_terms<H>)
-    return H::uniform_weights(lambda);
-  else
-    return lambda;
-}
-
 //! λ and the learning rate of one step.
 struct step_rates {
   double lambda = 0.0;  //!< the head's weight (the reversal's λ): Head::weight(args, p)

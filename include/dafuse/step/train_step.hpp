@@ -186,9 +186,7 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
   //! Draws fresh parameters from `seed` and clears the optimizer state and step count.
   void initialize_parameters(std::uint64_t seed) {
     exec_.initialize(seed, args_.init);
-    step_index_ = 0;
-    loss_scale_ = {loss_scale_type::initial(args_), 0};
-    if constexpr (device_queue) exec_.set_position(0, loss_scale_);
+    exec_.set_position(0, {loss_scale_type::initial(args_), 0});
   }
 
   //! Rows the step reads per call: B source then B target (B only when the head draws no target
@@ -208,39 +206,21 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
   //! One training step on input() and source_labels(): forward, losses, backward, clip, update.
   //! Returns its report (on a device system that waits for the step: enqueue() does not).
   step_report run() {
-    if constexpr (device_queue) {
-      enqueue();
-      return exec_.report();
-    } else {
-      step_report report;
-      exec_.run([&] { report = train_once(); });
-      return report;
-    }
+    enqueue();
+    return exec_.report();
   }
 
   //! One training step, as run(), without waiting for it or reading its report: on a device
   //! system the step is queued (replaying the step's CUDA graph, captured on the first call);
-  //! last_report() reads it when asked. On a host system it is run().
-  void enqueue() {
-    if constexpr (device_queue)
-      exec_.queue_step(rules(), [](executor_type& e, auto lambda, auto loss_scale) {
-        return phases(e, lambda, loss_scale, nullptr);
-      });
-    else
-      last_report_ = run();
-  }
+  //! last_report() reads it when asked. On a host system it runs at once.
+  void enqueue() { exec_.queue_step(rules(), step_phases{}); }
   //! The report of the last step taken (waits for it on a device system).
-  step_report last_report() const {
-    if constexpr (device_queue)
-      return exec_.report();
-    else
-      return last_report_;
-  }
+  step_report last_report() const { return exec_.report(); }
 
-  //! What a training loop checks of a device step's queued steps, read when it asks: steps
-  //! skipped for non-finite gradients so far, the last of them in a row, and the first step
-  //! (counted from 1) whose loss was not finite (-1: none). Device systems only.
-  auto tallies() const requires device_queue { return exec_.tallies(); }
+  //! What a training loop checks of the steps taken, read when it asks: steps skipped for
+  //! non-finite gradients so far, the last of them in a row, and the first step (counted from 1)
+  //! whose loss was not finite (-1: none).
+  auto tallies() const { return exec_.tallies(); }
 
   //! loader::resident on a device system: copies `source` and (when the head draws target rows)
   //! `target` into device memory once; every later step draws its batch there, as
@@ -258,17 +238,8 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
   //! Forward and backward only: fills gradients() for the current parameters with reversal
   //! weight λ and returns the losses; no parameter changes. Used by run() and by gradient checks.
   step_report compute_gradients(double lambda) {
-    if constexpr (device_queue) {
-      exec_.queue_gradients(rules(), lambda,
-                            [](executor_type& e, auto lambda_value, auto loss_scale) {
-                              return phases(e, lambda_value, loss_scale, nullptr);
-                            });
-      return exec_.report();
-    } else {
-      step_report report;
-      exec_.run([&] { report = gradients_of_batch(lambda, backward_weights<head_type>(lambda)); });
-      return report;
-    }
+    exec_.queue_gradients(rules(), lambda, step_phases{});
+    return exec_.report();
   }
 
   //! Runs G_f and G_y (in evaluation chunks of fit_args::eval_chunk samples) on `n` rows stored
@@ -331,19 +302,9 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
       return {};
   }
   //! The loss scaler's S and its count of finite steps; S is what the next step scales by.
-  loss_scale_state loss_scale() const {
-    if constexpr (device_queue)
-      return exec_.position().scale;
-    else
-      return loss_scale_;
-  }
+  loss_scale_state loss_scale() const { return exec_.position().scale; }
   //! Squared norms of the last gradients, per module (unscaled).
-  grad_norms norms() const {
-    if constexpr (device_queue)
-      return exec_.norms();
-    else
-      return norms_;
-  }
+  grad_norms norms() const { return exec_.norms(); }
   //! The optimizer's per-parameter state ([state_per_param · param_count], Optim's layout), e.g.
   //! SGD's momentum buffer; saved and restored by checkpoints (train/checkpoint.hpp). Host
   //! systems only (read_optimizer_state and write_optimizer_state copy it on every system).
@@ -402,24 +363,17 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
     if (!(scale.scale > 0) || !std::isfinite(scale.scale))
       fail("train_step::resume_at", "loss scale", "a finite value > 0",
            std::to_string(scale.scale));
-    if constexpr (device_queue) exec_.set_position(step_index, scale);
-    step_index_ = step_index;
-    loss_scale_ = scale;
+    exec_.set_position(step_index, scale);
   }
   //! Bytes of every buffer the step owns (parameters, gradients, optimizer state, batch,
   //! activations and scratch; not the GEMM packing buffers): what benchmarks compare between
   //! executions, exactly and independent of the allocator.
   std::size_t memory_bytes() const { return exec_.memory_bytes(); }
   //! Steps taken since initialisation.
-  index_t step_index() const {
-    if constexpr (device_queue)
-      return exec_.position().step;
-    else
-      return step_index_;
-  }
+  index_t step_index() const { return exec_.position().step; }
   //! Times every later run() into `p` (phases forward, backward, update); nullptr stops it. The
   //! step does not own `p`. Without a profiler each phase costs one pointer test.
-  void set_profiler(profiler* p) { profiler_ = p; }
+  void set_profiler(profiler* p) { exec_.set_profiler(p); }
   const fit_args& args() const { return args_; }
 
  private:
@@ -431,6 +385,15 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
   struct figures {
     S label_loss = S(0.0), domain_loss = S(0.0), domain_accuracy = S(0.0);
     S features_sq = S(0.0), classifier_sq = S(0.0), discriminator_sq = S(0.0);
+  };
+
+  // What an executor's queue_step runs: phases() over it, with the head's weights, S and the
+  // profiler (the host's; nullptr on a device).
+  struct step_phases {
+    template <class Weight, class Scalar>
+    auto operator()(executor_type& e, Weight weights, Scalar loss_scale, profiler* timing) const {
+      return phases(e, weights, loss_scale, timing);
+    }
   };
 
   // The phases of the forward, the losses and the backward, in order, over any executor: G_f, G_y,
@@ -470,43 +433,6 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
     return f;
   }
 
-  // run() with the executor's threads held (host systems).
-  step_report train_once() {
-    const step_rates rates = rules().rates(step_index_);
-    step_report report = gradients_of_batch(
-        rates.lambda, backward_weights<head_type>(args_, progress{step_index_, args_.steps}));
-    report.lr = rates.lr;
-    profile_scope timing(profiler_, phase::update);
-    const update_plan plan = rules().plan(norms_, loss_scale_, rates.lr);
-    if (plan.skipped) {
-      report.skipped = true;
-      ++step_index_;
-      return report;
-    }
-    exec_.update(plan.modules, plan.clip_limit, step_index_);
-    ++step_index_;
-    return report;
-  }
-
-  // compute_gradients() with the executor's threads held (host systems): `lambda` is reported,
-  // `weights` go to the head's backward (λ itself, or one weight per term of a sum of heads).
-  template <class Weights>
-  step_report gradients_of_batch(double lambda, const Weights& weights) {
-    step_report report;
-    report.lambda = lambda;
-    report.loss_scale = loss_scale_.scale;
-    const figures<double> f = phases(exec_, weights, loss_scale_.scale, profiler_);
-    report.label_loss = f.label_loss;
-    report.domain_loss = f.domain_loss;
-    report.domain_accuracy = f.domain_accuracy;
-    norms_ =
-        rules().unscaled({f.features_sq, f.classifier_sq, f.discriminator_sq}, loss_scale_.scale);
-    report.grad_norm = norms_.global();
-    report.task_grad_norm = norms_.task();
-    report.discriminator_grad_norm = norms_.discriminator();
-    return report;
-  }
-
   static const fit_args& checked(const fit_args& a) {
     if (const status s = can_implement(a); !s) throw error(s.message);
     return a;
@@ -514,13 +440,6 @@ class train_step : public checked_step_types<Net, Loader, Precision, Clip, Head,
 
   fit_args args_;
   executor_type exec_;
-  // Host systems: the last norms, the loss scaler, the step count and the last report. (A device
-  // system keeps them in device memory, with its executor.)
-  grad_norms norms_;
-  loss_scale_state loss_scale_;
-  index_t step_index_ = 0;
-  step_report last_report_;
-  profiler* profiler_ = nullptr;  // set_profiler(): times the phases of run(), not owned
 };
 
 }  // namespace dafuse

@@ -442,8 +442,7 @@ fit_result train_loop(Step& step,
   // Steps skipped in a row before this call (a resumed run's), continued by this call's.
   const index_t skipped_carried = index_t(position.skipped_in_a_row);
   index_t skipped_in_a_row = skipped_carried;
-  index_t skipped_before = 0;  // a device step's skipped steps before this loop
-  if constexpr (queued_step<Step>) skipped_before = step.tallies().skipped;
+  const index_t skipped_before = step.tallies().skipped;  // the step's skipped steps before
   step.set_profiler(o.profile);
   const auto start = std::chrono::steady_clock::now();
   for (index_t t = first; t < args.steps;) {
@@ -453,30 +452,23 @@ fit_result train_loop(Step& step,
     }
     // The step (counted from 1) whose loss was not finite, or -1.
     index_t nonfinite_at = -1;
-    if constexpr (queued_step<Step>) {
-      // A device step is queued; its report and tallies are read only where the loop needs them.
-      step.enqueue();
-      const index_t next = t + 1;
-      const bool look =
-          !o.callbacks.empty() || next == args.steps || next % device_report_every == 0 ||
-          (o.eval_every > 0 && next % o.eval_every == 0) ||
-          (!o.checkpoint.empty() && o.checkpoint_every > 0 && next % o.checkpoint_every == 0);
-      if (look) {
-        r.last = step.last_report();
-        const auto tally = step.tallies();
-        r.skipped_steps = tally.skipped - skipped_before;
-        // The device counts from its step's creation: a streak as long as this call continues
-        // the one carried in.
-        skipped_in_a_row = tally.skipped_in_a_row +
-                           (tally.skipped_in_a_row >= t + 1 - first ? skipped_carried : 0);
-        if (tally.first_nonfinite > first) nonfinite_at = tally.first_nonfinite;
-      }
-    } else {
-      r.last = step.run();
-      r.skipped_steps += r.last.skipped;
-      skipped_in_a_row = r.last.skipped ? skipped_in_a_row + 1 : 0;
-      if (!std::isfinite(r.last.label_loss) || !std::isfinite(r.last.domain_loss))
-        nonfinite_at = t + 1;
+    // The step is queued (on a device; a host step runs at once); its report and tallies are
+    // read where the loop needs them: every step on a host, whose report is in host memory.
+    step.enqueue();
+    const index_t next = t + 1;
+    const bool look =
+        !queued_step<Step> || !o.callbacks.empty() || next == args.steps ||
+        next % device_report_every == 0 || (o.eval_every > 0 && next % o.eval_every == 0) ||
+        (!o.checkpoint.empty() && o.checkpoint_every > 0 && next % o.checkpoint_every == 0);
+    if (look) {
+      r.last = step.last_report();
+      const auto tally = step.tallies();
+      r.skipped_steps = tally.skipped - skipped_before;
+      // The step counts from its creation: a streak as long as this call continues the one
+      // carried in.
+      skipped_in_a_row =
+          tally.skipped_in_a_row + (tally.skipped_in_a_row >= t + 1 - first ? skipped_carried : 0);
+      if (tally.first_nonfinite > first) nonfinite_at = tally.first_nonfinite;
     }
     ++r.steps;
     ++t;

@@ -24,9 +24,11 @@
 #include <dafuse/backend/device/primitives.hpp>
 #include <dafuse/backend/device/resident_loader.hpp>
 #include <dafuse/backend/executor.hpp>
+#include <dafuse/backend/step_control.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
+#include <dafuse/core/profiler.hpp>
 #include <dafuse/core/rng.hpp>
 #include <dafuse/data/dataset.hpp>
 #include <dafuse/head/cdan.hpp>
@@ -202,7 +204,7 @@ class executor<System, Step> {
   template <class Stack>
   using plans_of = device::stack_plans<Stack, T, ops_type>;
   static constexpr std::size_t weight_count = backward_weight_count<typename Step::head_type>;
-  using control_type = device::step_control<Optim, T, weight_count>;
+  using control_type = step_control<Optim, T, weight_count>;
   using scalar = step_scalar;
   using head_type = typename Step::head_type;
   friend class device::head_view<executor>;
@@ -402,32 +404,20 @@ class executor<System, Step> {
     return c.report;
   }
   //! Steps taken and the loss scaler's state, after waiting for the queued steps.
-  struct run_position {
-    index_t step = 0;
-    loss_scale_state scale{};
-  };
-  run_position position() const {
-    const control_type c = control();
-    return {c.step, c.scale};
-  }
+  step_position position() const { return control().position(); }
   //! Continues from step `step` with the loss scaler's state `scale` (resume, initialisation).
   void set_position(index_t step, loss_scale_state scale) {
     control_type c = control();
-    c.step = step;
-    c.scale = scale;
+    c.restart(step, scale);
     ops_.to_device(control_, &c, sizeof c);
   }
   //! The last step's unscaled squared norms.
   grad_norms norms() const { return control().norms; }
-  //! Skipped steps so far, the last of them in a row, and the first step (from 1) whose loss was
-  //! not finite (-1: none): what a training loop checks when it reads the device.
-  struct tally {
-    index_t skipped = 0, skipped_in_a_row = 0, first_nonfinite = -1;
-  };
-  tally tallies() const {
-    const control_type c = control();
-    return {c.skipped_total, c.skipped_in_a_row, c.first_nonfinite};
-  }
+  //! A queued step's device time is not split into phases (docs/gpu.md): the profiler sees the
+  //! host's phases only (fit's data wait, evaluation, checkpoints).
+  void set_profiler(profiler*) {}
+  //! The tallies a training loop checks, after waiting for the queued steps.
+  step_tally tallies() const { return control().tally(); }
 
   // ---- loader::resident on the device ------------------------------------------------------
 
@@ -702,14 +692,14 @@ class executor<System, Step> {
   void queue(const Rules& rules, Phases& phases, double lambda, bool update) {
     const bool draws = update && has_resident_data();
     if (draws) queue_batch();
-    for_each(1, device::begin_step<Rules, control_type>{rules, control_, lambda});
-    const auto f = phases(*this, backward_weights(), scalar{&control_->used_scale, 1.0});
-    const device::step_figures figures{f.label_loss,
-                                       f.domain_loss,
-                                       f.domain_accuracy,
-                                       {f.features_sq, f.classifier_sq, f.discriminator_sq}};
-    for_each(1, device::decide_step<Rules, Optim, T, weight_count>{rules, control_, figures, update,
-                                                                   draws});
+    for_each(1, begin_step<Rules, control_type>{rules, control_, lambda});
+    const auto f = phases(*this, backward_weights(), scalar{&control_->used_scale, 1.0}, nullptr);
+    const step_figures figures{f.label_loss,
+                               f.domain_loss,
+                               f.domain_accuracy,
+                               {f.features_sq, f.classifier_sq, f.discriminator_sq}};
+    for_each(1,
+             decide_step<Rules, Optim, T, weight_count>{rules, control_, figures, update, draws});
     if (update)
       for_each(Step::trained_param_count,
                device::update_parameter<Optim, T, weight_count>{

@@ -23,9 +23,11 @@
 #include <dafuse/backend/host/team.hpp>
 #include <dafuse/backend/host/update.hpp>
 #include <dafuse/backend/host/working_copy.hpp>
+#include <dafuse/backend/step_control.hpp>
 #include <dafuse/core/buffer.hpp>
 #include <dafuse/core/error.hpp>
 #include <dafuse/core/meta.hpp>
+#include <dafuse/core/profiler.hpp>
 #include <dafuse/core/system.hpp>
 #include <dafuse/head/cdan.hpp>
 #include <dafuse/head/head_base.hpp>
@@ -87,6 +89,8 @@ class executor<System, Step> {
   template <class Stack>
   using stack_scratch = host::stack_scratch<Stack, value_type>;
   using products_type = host::products_for<Step::compute_format, value_type>;
+  static constexpr std::size_t weight_count = backward_weight_count<head_type>;
+  using control_type = step_control<Optim, value_type, weight_count>;
   // What the step stores, rounded to its stored format (none for fp32 and fp64).
   struct rounding {
     static value_type round(value_type x) { return products_type::round(x); }
@@ -388,20 +392,33 @@ class executor<System, Step> {
     return {sum / double(rows), double(right) / double(rows)};
   }
 
-  //! One pass over the parameters: each module's gradients are multiplied by its scale and
-  //! clamped to ±clip_limit, then its optimizer rule runs with its learning rate. Each thread
-  //! updates the weights whose gradients it wrote; a sparse step on one thread runs no parallel
-  //! region before its update and keeps it on that thread.
-  void update(const std::array<module_update, 3>& modules, double clip_limit, index_t step_index) {
-    using region = host::update_region<Optim, value_type>;
-    std::array<region, 3> regions;
-    for (std::size_t m = 0; m < modules.size(); ++m)
-      regions[m] = region{modules[m].begin, modules[m].end, value_type(modules[m].scale),
-                          Optim::template make<value_type>(args_, modules[m].lr, step_index)};
-    host::update_parameters<Optim, System>(
-        memory_.parameters().data(), memory_.gradients().data(), memory_.optimizer_state().data(),
-        Net::param_count, regions, clip_limit, !sparse_input || dealt(), weight_blocks_);
+  // ---- Steps: the device executor's calls, each run at once --------------------------------
+
+  //! Takes one training step at once, with the team held (run()): begin_step (λ, the head's
+  //! weights and the learning rate of the step count), `phases(*this, weights, S, profiler)`,
+  //! decide_step (the report, the tallies and the update's plan: backend/step_control.hpp, as a
+  //! device step runs them), then the update. report() has its report.
+  template <class Rules, class Phases>
+  void queue_step(const Rules& rules, Phases&& phases) {
+    run([&] { take_step(rules, phases, std::nan(""), true); });
   }
+  //! The phases with reversal weight `lambda` and no update (nor step count): compute_gradients.
+  template <class Rules, class Phases>
+  void queue_gradients(const Rules& rules, double lambda, Phases&& phases) {
+    run([&] { take_step(rules, phases, lambda, false); });
+  }
+  //! The last step's report.
+  step_report report() const { return control_.report; }
+  //! Steps taken and the loss scaler's state.
+  step_position position() const { return control_.position(); }
+  //! Continues from step `step` with the loss scaler's state `scale` (resume, initialisation).
+  void set_position(index_t step, loss_scale_state scale) { control_.restart(step, scale); }
+  //! The last step's unscaled squared norms.
+  grad_norms norms() const { return control_.norms; }
+  //! The tallies a training loop checks.
+  step_tally tallies() const { return control_.tally(); }
+  //! Times the phases of every later step into `p` (nullptr: none); not owned.
+  void set_profiler(profiler* p) { profiler_ = p; }
 
   // ---- Inference --------------------------------------------------------------------------
 
@@ -552,6 +569,49 @@ class executor<System, Step> {
     (std::make_index_sequence<Stack::depth>{});
   }
 
+  // One step on the control block: its start, the phases, its end, and the update its plan asks
+  // for (none when decide_step skipped it).
+  template <class Rules, class Phases>
+  void take_step(const Rules& rules, Phases& phases, double lambda, bool update) {
+    begin_step<Rules, control_type>{rules, &control_, lambda}(0);
+    const auto f = phases(*this, backward_weights(), control_.used_scale, profiler_);
+    // The plan and the update are the update phase (compute_gradients has none).
+    profile_scope timing(update ? profiler_ : nullptr, phase::update);
+    decide_step<Rules, Optim, value_type, weight_count>{
+        rules, &control_,
+        step_figures{f.label_loss,
+                     f.domain_loss,
+                     f.domain_accuracy,
+                     {f.features_sq, f.classifier_sq, f.discriminator_sq}},
+        update, false}(0);
+    if (!update || control_.skip) return;
+    // One pass over the parameters: each module's gradients are multiplied by its scale and
+    // clamped to ±bound, then its optimizer rule runs with its coefficients. Each thread updates
+    // the weights whose gradients it wrote; a sparse step on one thread runs no parallel region
+    // before its update and keeps it on that thread.
+    using region = host::update_region<Optim, value_type>;
+    std::array<region, 3> regions;
+    for (std::size_t m = 0; m < regions.size(); ++m) {
+      const auto& rule = control_.modules[m];
+      regions[m] = region{rule.begin, rule.end, rule.scale, rule.coefficients};
+    }
+    host::update_parameters<Optim, System>(
+        memory_.parameters().data(), memory_.gradients().data(), memory_.optimizer_state().data(),
+        Net::param_count, regions, control_.clamp ? double(control_.bound) : HUGE_VAL,
+        !sparse_input || dealt(), weight_blocks_);
+  }
+  // What the head's backward takes: λ, or one weight per term of a sum of heads, as begin_step
+  // wrote them.
+  auto backward_weights() const {
+    if constexpr (weights_terms<head_type>) {
+      std::array<double, weight_count> w{};
+      for (std::size_t i = 0; i < w.size(); ++i) w[i] = control_.weights[i];
+      return w;
+    } else {
+      return control_.weights[0];
+    }
+  }
+
   fit_args args_;
   host::step_memory<Step, System> memory_;  // parameters, gradients, optimizer state, batch, labels
   index_t batch_;                           // B
@@ -586,6 +646,9 @@ class executor<System, Step> {
       weight_blocks_{};
   bool holds_team_ = false;
   host::team_pacer pacer_;
+  // Where the step stands, its rates and weights, its last report and tallies.
+  control_type control_{};
+  profiler* profiler_ = nullptr;
   // The weights of the current step (prepare_weights): what the products compute with, and
   // where they read their weight matrices.
   const value_type* p_ = nullptr;
