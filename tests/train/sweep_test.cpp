@@ -54,6 +54,14 @@ struct synthetic {
            1e-3 * double(a.seed);
   }
 };
+// The fit_args the sweep gave one of its trainings: `base` with the run's λ_max, lr and seed.
+df::fit_args args_of(const df::fit_args& base, const df::sweep_run& run) {
+  df::fit_args args = base;
+  args.lambda_max = run.lambda_max;
+  args.lr = run.lr;
+  args.seed = run.seed;
+  return args;
+}
 }  // namespace
 
 TEST_CASE("plan_sweep keeps P·T within the processors and uses as many as it may") {
@@ -368,10 +376,7 @@ TEST_CASE("a parallel sweep of real trainings equals a serial one and plain fits
     CHECK(a.target_accuracy == b.target_accuracy);
     CHECK(a.test_accuracy == b.test_accuracy);
     // The plain reference: fit with the run's arguments and one evaluation at the end.
-    df::fit_args args = base;
-    args.lambda_max = a.lambda_max;
-    args.lr = a.lr;
-    args.seed = a.seed;
+    const df::fit_args args = args_of(base, a);
     df::fit_options fo;
     fo.eval_every = base.steps;
     fo.selector = o.selector;
@@ -451,10 +456,7 @@ TEST_CASE("a sweep keeps each final model's predictions on the rows its validato
     // the host executor's infer_chunk, which writes each column's softmax from the same logits,
     // chunk by chunk of eval_chunk rows, whatever else the inference asks for (the evaluation
     // also asks for the features).
-    df::fit_args args = base;
-    args.lambda_max = run.lambda_max;
-    args.lr = run.lr;
-    args.seed = run.seed;
+    const df::fit_args args = args_of(base, run);
     df::fit_options fo;
     fo.eval_every = base.steps;
     fo.selector = o.selector;
