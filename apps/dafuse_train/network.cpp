@@ -2,13 +2,13 @@
 #include "network.hpp"
 
 #include "config.hpp"
+#include "run_text.hpp"
 
 #include <dafuse/core/file.hpp>
 
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string_view>
@@ -24,19 +24,10 @@ constexpr long max_width = 1'000'000;
 // 38 s and 1 GB to fail); no network of the papers dafuse follows has more than a handful.
 constexpr std::size_t max_layers = 64;
 
-// The fewest digits that read back as the same float.
-std::string shortest(float v) {
-  char buf[32];
-  for (int digits = 6; digits <= 9; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, double(v));
-    if (std::strtof(buf, nullptr) == v) break;
-  }
-  return buf;
-}
-
-// The same as a C++ float literal.
+// A finite float in the fewest digits that read back the same (run_text's number), as a C++ float
+// literal.
 std::string float_literal(float v) {
-  std::string s = shortest(v);
+  std::string s = number(v);
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s + "f";
 }
@@ -272,7 +263,7 @@ std::string network_description(const network_text& n) {
     return joined(m.widths, "-") +
            (m.widths.size() > 2 || features
                 ? " " + (m.activation == "leaky_relu"
-                             ? "leaky_relu(" + shortest(m.negative_slope) + ")"
+                             ? "leaky_relu(" + number(m.negative_slope) + ")"
                              : m.activation)
                 : std::string());
   };
